@@ -1,0 +1,103 @@
+"""Typed model of a TFJob (kubeflow.org/v1), decoded with msgspec.
+
+The pod template is kept as the plain mapping the user wrote, so fields this model
+does not know (volumes, probes, anything a newer Kubernetes adds) survive a round trip
+untouched. Everything else is typed, with the API's camelCase names on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class _Wire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
+    """Base for API structs: camelCase on the wire, defaults left out when encoding."""
+
+
+class ObjectMeta(_Wire):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
+class SchedulingPolicy(_Wire):
+    min_available: int | None = None
+    queue: str = ""
+    min_resources: dict[str, Any] | None = None
+    priority_class: str = ""
+    schedule_timeout_seconds: int | None = None
+
+
+class RunPolicy(_Wire):
+    clean_pod_policy: str | None = None
+    ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
+    backoff_limit: int | None = None
+    scheduling_policy: SchedulingPolicy | None = None
+    suspend: bool | None = None
+    managed_by: str | None = None
+
+
+class ReplicaSpec(_Wire):
+    replicas: int | None = None
+    template: dict[str, Any] = {}
+    restart_policy: str = ""
+
+
+class TFJobSpec(_Wire):
+    run_policy: RunPolicy = msgspec.field(default_factory=RunPolicy)
+    success_policy: str | None = None
+    tf_replica_specs: dict[str, ReplicaSpec] = {}
+    enable_dynamic_worker: bool = False
+
+
+class JobCondition(_Wire):
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_update_time: str | None = None
+    last_transition_time: str | None = None
+
+
+class ReplicaStatus(_Wire):
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    label_selector: dict[str, Any] | None = None
+    selector: str | None = None
+
+
+class JobStatus(_Wire):
+    conditions: list[JobCondition] = []
+    replica_statuses: dict[str, ReplicaStatus] = {}
+    start_time: str | None = None
+    completion_time: str | None = None
+    last_reconcile_time: str | None = None
+    # tfjob extension: restarts the operator made (pod recreations plus the in-place
+    # restarts of the pods it replaced). Kept in status so that backoffLimit counts
+    # every restart and survives operator restarts (spec "does better" #2).
+    restart_count: int = 0
+
+
+class TFJob(_Wire):
+    api_version: str = "kubeflow.org/v1"
+    kind: str = "TFJob"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: TFJobSpec = msgspec.field(default_factory=TFJobSpec)
+    status: JobStatus = msgspec.field(default_factory=JobStatus)
+
+
+def to_dict(obj: msgspec.Struct) -> dict[str, Any]:
+    """The object as plain JSON-ready data, in the API's wire form."""
+    data = msgspec.to_builtins(obj)
+    assert isinstance(data, dict)
+    return data

@@ -1,0 +1,92 @@
+"""What the decision core tells a runtime to do: the output of one reconcile.
+
+A plan is data. Runtimes carry out its actions (in order), record its events, write
+its status if it changed, and come back after `requeue_after` seconds. The core never
+performs any of it, which is what lets one core drive both Kubernetes and local
+processes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from tfjob.api.types import JobStatus
+
+
+class CreatePod(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Create this pod (a full Pod manifest, ready to POST)."""
+
+    replica_type: str  # canonical, e.g. "Worker"
+    index: int
+    manifest: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
+class DeletePod(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Delete the pod of this name (a no-op if it is already gone)."""
+
+    replica_type: str
+    name: str
+
+
+class CreateService(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Create this headless service (a full Service manifest)."""
+
+    replica_type: str
+    index: int
+    manifest: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
+class DeleteService(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Delete the service of this name (a no-op if it is already gone)."""
+
+    replica_type: str
+    name: str
+
+
+class DeleteJob(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Delete the TFJob itself (TTL after finishing)."""
+
+
+Action = CreatePod | DeletePod | CreateService | DeleteService | DeleteJob
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kubernetes Event about the job, with upstream's reason and message (§10.2)."""
+
+    type: str  # "Normal" or "Warning"
+    reason: str
+    message: str
+
+
+class Plan(msgspec.Struct, kw_only=True):
+    """The result of one reconcile."""
+
+    actions: list[Action] = []
+    events: list[Event] = []
+    status: JobStatus = msgspec.field(default_factory=JobStatus)
+    status_changed: bool = False
+    # Seconds until the core must look at the job again even if nothing changes
+    # (activeDeadlineSeconds, ttlSecondsAfterFinished). None: only on change.
+    requeue_after: float | None = None
+    # True when the runtime must write `status` before carrying out the actions,
+    # because the status records something the actions destroy (a restart count
+    # taken from a pod that is about to be deleted).
+    status_first: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether the new status is terminal (Succeeded or Failed)."""
+        return any(
+            c.type in ("Succeeded", "Failed") and c.status == "True"
+            for c in self.status.conditions
+        )

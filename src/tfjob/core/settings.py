@@ -1,0 +1,20 @@
+"""Inputs to the core that come from the runtime rather than from the job."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """How the runtime wants pods addressed and decorated.
+
+    The core reads no environment: what upstream takes from the operator's environment
+    (CUSTOM_CLUSTER_DOMAIN) or from where it runs arrives here.
+    """
+
+    # Appended after ".svc" in TF_CONFIG addresses when set (e.g. "cluster.local").
+    cluster_domain: str = ""
+    # Local runtime: replica addresses chosen by the runtime, by lower-case replica
+    # type, in index order (e.g. {"worker": ["127.0.0.1:40123", ...]}). When set,
+    # TF_CONFIG uses these instead of service DNS names.
+    local_addresses: dict[str, list[str]] | None = None
