@@ -87,6 +87,5 @@ class Plan(msgspec.Struct, kw_only=True):
     def finished(self) -> bool:
         """Whether the new status is terminal (Succeeded or Failed)."""
         return any(
-            c.type in ("Succeeded", "Failed") and c.status == "True"
-            for c in self.status.conditions
+            c.type in ("Succeeded", "Failed") and c.status == "True" for c in self.status.conditions
         )

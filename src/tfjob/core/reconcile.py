@@ -1,17 +1,34 @@
-"""One reconcile of one TFJob: observed state in, plan out. Pure.
+"""One reconcile of one TFJob: observed state in, plan out (spec §5.1). Pure.
 
-(Skeleton: the body lands with the decision core.)
+The order follows upstream's ReconcileJobs: finished jobs are only cleaned up,
+suspended jobs are emptied, failure limits are checked, then each replica type's pods
+and services are reconciled, and finally the job's conditions are derived from the
+replica counts. The fixes tfjob makes over upstream are marked "(better)".
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import TypeVar
 
+import msgspec
+
+from tfjob.api import constants as c
+from tfjob.api.defaults import with_defaults
 from tfjob.api.observed import Pod, Service
-from tfjob.api.types import TFJob
-from tfjob.core.plan import Plan
+from tfjob.api.types import ReplicaStatus, TFJob
+from tfjob.api.validation import validate
+from tfjob.core import conditions
+from tfjob.core import pods as podlib
+from tfjob.core.cleanup import cleanup_actions, suspend_actions
+from tfjob.core.objects import creation_events, desired_pod, desired_service
+from tfjob.core.pass_state import Pass, parse_time
+from tfjob.core.plan import CreatePod, CreateService, DeletePod, DeleteService, Plan
 from tfjob.core.settings import Settings
+from tfjob.core.status import update_job_status
+
+_Obj = TypeVar("_Obj", Pod, Service)
 
 
 def reconcile(
@@ -24,7 +41,225 @@ def reconcile(
     """Decide what to do for `job` given the pods and services that exist now.
 
     `job` is the stored object (not defaulted: the core defaults its own copy).
-    `pods`/`services` are those labelled for this job; the core itself ignores any
-    whose controller owner is not this job. `now` is timezone-aware UTC.
+    `pods`/`services` are those labelled for this job; any whose controller owner is
+    not this job is ignored, so orphans are never adopted. `now` is timezone-aware UTC.
     """
-    raise NotImplementedError
+    if _managed_elsewhere(job):
+        return Plan(status=job.status)
+    errors = validate(job, require_image=settings.require_image)
+    if errors:
+        return _reject(job, now, "; ".join(str(e) for e in errors))
+    state = Pass.start(with_defaults(job), _owned(job, pods), _owned(job, services), now, settings)
+    _ensure_created(state)
+    if conditions.is_finished(state.status):
+        _finish(state)
+    elif state.job.spec.run_policy.suspend:
+        _suspend(state)
+    else:
+        _run(state)
+    return state.plan(original=job.status)
+
+
+def _managed_elsewhere(job: TFJob) -> bool:
+    managed_by = job.spec.run_policy.managed_by
+    return managed_by is not None and managed_by != c.MANAGED_BY_OPERATOR
+
+
+def _owned(job: TFJob, objects: Sequence[_Obj]) -> list[_Obj]:
+    return [o for o in objects if o.metadata.controller_uid() == job.metadata.uid]
+
+
+def _reject(job: TFJob, now: datetime, problems: str) -> Plan:
+    """A job that fails validation gets a Failed condition naming the fields."""
+    state = Pass.start(job, [], [], now, Settings())
+    _ensure_created(state)
+    if not conditions.is_finished(state.status):
+        state.event(
+            "Warning", "TFJobFailedValidation", f"TFJob failed validation because {problems}"
+        )
+        state.fail("InvalidTFJobSpec", f"TFJob {state.qualified_name} is invalid: {problems}")
+    return state.plan(original=job.status)
+
+
+def _ensure_created(state: Pass) -> None:
+    if conditions.find(state.status, c.CREATED) is None:
+        state.condition(c.CREATED, "True", "TFJobCreated", f"TFJob {state.name} is created.")
+
+
+def _finish(state: Pass) -> None:
+    """A finished job: clean up by policy, fold active into succeeded, enforce the TTL."""
+    state.actions += cleanup_actions(state)
+    if conditions.is_true(state.status, c.SUCCEEDED):
+        state.status.replica_statuses = {
+            rtype: msgspec.structs.replace(rs, succeeded=rs.succeeded + rs.active, active=0)
+            for rtype, rs in state.status.replica_statuses.items()
+        }
+    _enforce_ttl(state)
+
+
+def _enforce_ttl(state: Pass) -> None:
+    ttl = state.job.spec.run_policy.ttl_seconds_after_finished
+    if ttl is None:
+        return
+    if state.status.completion_time is None:
+        state.status.completion_time = state.stamp
+    expires = parse_time(state.status.completion_time) + timedelta(seconds=ttl)
+    if state.now >= expires:
+        state.delete_job()
+    else:
+        state.requeue_at(expires)
+
+
+def _suspend(state: Pass) -> None:
+    """Suspended (§9.1): no pods, no services, Running=False, Suspended=True."""
+    state.actions += suspend_actions(state)
+    state.status.replica_statuses = {
+        rtype: msgspec.structs.replace(rs, active=0)
+        for rtype, rs in state.status.replica_statuses.items()
+    }
+    message = f"TFJob {state.name} is suspended."
+    if conditions.is_true(state.status, c.RUNNING):
+        state.condition(c.RUNNING, "False", "TFJobSuspended", message)
+    if not conditions.is_true(state.status, c.SUSPENDED):
+        state.condition(c.SUSPENDED, "True", "TFJobSuspended", message)
+        state.event("Normal", "TFJobSuspended", message)
+
+
+def _run(state: Pass) -> None:
+    if conditions.is_true(state.status, c.SUSPENDED):
+        message = f"TFJob {state.name} is resumed."
+        state.condition(c.SUSPENDED, "False", "TFJobResumed", message)
+        state.event("Normal", "TFJobResumed", message)
+        state.status.start_time = state.stamp
+    if _past_limits(state):
+        _finish(state)
+        return
+    for rtype in sorted(state.job.spec.tf_replica_specs):
+        _reconcile_pods(state, rtype)
+        _reconcile_services(state, rtype)
+    if state.status.start_time is None:
+        state.status.start_time = state.stamp
+    update_job_status(state)
+    if conditions.is_finished(state.status):
+        # (better) Do not create what the finished job no longer needs; clean up now.
+        state.actions = [a for a in state.actions if not isinstance(a, CreatePod | CreateService)]
+        _finish(state)
+    else:
+        _arm_deadline(state)
+
+
+def _past_limits(state: Pass) -> bool:
+    """backoffLimit and activeDeadlineSeconds (§5.6, §5.7); fails the job if exceeded.
+
+    (better) The Failed condition is set before cleanup, so cleanPodPolicy is honoured
+    (#3419), and the deadline is enforced by a timed requeue, not by luck (#3358).
+    """
+    policy = state.job.spec.run_policy
+    if policy.backoff_limit is not None and _failures(state) >= max(policy.backoff_limit, 1):
+        message = f"Job {state.name} has failed because it has reached the specified backoff limit"
+    elif policy.active_deadline_seconds is not None and _past_deadline(state):
+        message = (
+            f"Job {state.name} has failed because it was active longer than specified deadline"
+        )
+    else:
+        return False
+    state.event("Normal", "TFJobFailed", message)
+    state.fail("TFJobFailed", message)
+    return True
+
+
+def _failures(state: Pass) -> int:
+    """(better) Every replica failure so far: the pods the operator recreated (kept in
+    status, so it survives operator restarts), in-place restarts of live pods, and the
+    failed pods that now need a restart. The job fails at the backoffLimit-th failure
+    (upstream's in-place rule, extended to recreated pods, #2342, #1589)."""
+    total = state.status.restart_count
+    for pod in state.pods:
+        policy = state.restart_policy_of(pod)
+        if policy is None or policy == "Never" or podlib.is_terminating(pod):
+            continue
+        total += podlib.restart_count(pod)
+        if pod.status.phase == "Failed" and podlib.restarts_pod(policy, podlib.exit_code(pod)):
+            total += 1
+    return total
+
+
+def _past_deadline(state: Pass) -> bool:
+    deadline = state.deadline()
+    return deadline is not None and state.now >= deadline
+
+
+def _arm_deadline(state: Pass) -> None:
+    deadline = state.deadline()
+    if deadline is not None:
+        state.requeue_at(deadline)
+
+
+def _reconcile_pods(state: Pass, rtype: str) -> None:
+    """Create missing pods, restart failed ones by policy, count them (§5.2)."""
+    spec = state.job.spec.tf_replica_specs[rtype]
+    replicas = spec.replicas or 0
+    counts = ReplicaStatus()
+    for index, group in enumerate(podlib.slots(podlib.pods_of_type(state.pods, rtype), replicas)):
+        if not group and index < replicas:
+            state.actions.append(
+                CreatePod(
+                    replica_type=rtype,
+                    index=index,
+                    manifest=desired_pod(state.job, rtype, index, state.settings),
+                )
+            )
+            state.events += creation_events(state.job, rtype)
+        elif len(group) == 1:
+            _reconcile_pod(state, rtype, index, group[0], counts)
+    state.status.replica_statuses[rtype] = counts
+
+
+def _reconcile_pod(state: Pass, rtype: str, index: int, pod: Pod, counts: ReplicaStatus) -> None:
+    spec = state.job.spec.tf_replica_specs[rtype]
+    terminating = podlib.is_terminating(pod)
+    if index >= (spec.replicas or 0) and not terminating:
+        state.actions.append(DeletePod(replica_type=rtype, name=pod.metadata.name))
+    code = podlib.exit_code(pod)
+    if code != c.EXIT_CODE_UNKNOWN:
+        message = f"Pod: {pod.metadata.namespace}.{pod.metadata.name} exited with code {code}"
+        state.event("Normal", "ExitedWithCode", message)
+    if pod.status.phase == "Failed" and not terminating:
+        _handle_failed_pod(state, rtype, pod, code)
+    podlib.count_pod(counts, pod, forgive_termination=spec.restart_policy != "Never")
+
+
+def _handle_failed_pod(state: Pass, rtype: str, pod: Pod, code: int) -> None:
+    policy = state.job.spec.tf_replica_specs[rtype].restart_policy
+    if podlib.restarts_pod(policy, code):
+        state.actions.append(DeletePod(replica_type=rtype, name=pod.metadata.name))
+        state.status.restart_count += 1 + podlib.restart_count(pod)
+        state.status_first = True
+        message = f"job {state.job.metadata.name} is restarting because {rtype} replica(s) failed."
+        state.event("Warning", "TFJobRestarting", message)
+        state.condition(c.RESTARTING, "True", "TFJobRestarting", message)
+    elif policy == "ExitCode":
+        message = (
+            f'job "{state.job.metadata.name}" is failing because "{rtype}" replica(s) failed. '
+            f"{podlib.describe_exit(pod)}."
+        )
+        if state.fail("TFJobFailed", message):
+            state.event("Warning", "TFJobFailed", message)
+
+
+def _reconcile_services(state: Pass, rtype: str) -> None:
+    """One headless service per index; create the missing, delete the surplus (§4)."""
+    replicas = state.job.spec.tf_replica_specs[rtype].replicas or 0
+    present: dict[int, str] = {}
+    for service in state.services:
+        labels = service.metadata.labels
+        raw = labels.get(c.LABEL_REPLICA_INDEX, "")
+        if labels.get(c.LABEL_REPLICA_TYPE) == rtype.lower() and raw.isdigit():
+            present[int(raw)] = service.metadata.name
+    for index in range(replicas):
+        if index not in present:
+            manifest = desired_service(state.job, rtype, index)
+            state.actions.append(CreateService(replica_type=rtype, index=index, manifest=manifest))
+    for index, name in sorted(present.items()):
+        if index >= replicas:
+            state.actions.append(DeleteService(replica_type=rtype, name=name))

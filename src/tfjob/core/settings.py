@@ -18,3 +18,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # type, in index order (e.g. {"worker": ["127.0.0.1:40123", ...]}). When set,
     # TF_CONFIG uses these instead of service DNS names.
     local_addresses: dict[str, list[str]] | None = None
+    # Whether every container must name an image. The local runtime runs commands,
+    # not images, so it turns this off; on Kubernetes an image is required.
+    require_image: bool = True

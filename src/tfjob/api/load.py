@@ -1,0 +1,155 @@
+"""Turn YAML or JSON text into typed TFJobs, or one error listing every problem.
+
+Parsing is pure: the caller reads the file. Every document is checked for kind and
+apiVersion, decoded into the typed model, and validated; nothing is returned unless
+all documents are valid, so a runtime never starts half of a bad file.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+import yaml
+
+from tfjob.api import constants as c
+from tfjob.api.errors import FieldError, InvalidJob
+from tfjob.api.types import TFJob
+from tfjob.api.validation import validate
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Fields that tf-operator v1.0 read from `spec` and that later versions silently ignore
+# there (upstream issue #1241): rejecting them beats ignoring them.
+_MOVED_TO_RUN_POLICY = (
+    "cleanPodPolicy",
+    "ttlSecondsAfterFinished",
+    "activeDeadlineSeconds",
+    "backoffLimit",
+)
+
+
+def parse_documents(text: str, source: str) -> list[dict[str, Any]]:
+    """The non-empty documents of a YAML/JSON text, each a mapping."""
+    try:
+        documents = [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise InvalidJob(
+            source,
+            [FieldError("(file)", f"not valid YAML or JSON{at}: {problem}", "fix the syntax")],
+        ) from None
+    if not documents:
+        raise InvalidJob(source, [FieldError("(file)", "contains no TFJob", "add a TFJob")])
+    not_mappings = [i for i, d in enumerate(documents) if not isinstance(d, dict)]
+    if not_mappings:
+        raise InvalidJob(
+            source,
+            [
+                FieldError(
+                    _doc_path(i, len(documents), "(document)"),
+                    "is not a mapping",
+                    "write a TFJob object with apiVersion, kind, metadata and spec",
+                )
+                for i in not_mappings
+            ],
+        )
+    return documents
+
+
+def load_jobs(text: str, source: str, *, require_image: bool = True) -> list[TFJob]:
+    """Every TFJob in `text`, decoded and validated; raises InvalidJob otherwise.
+
+    `require_image` is False for the local runtime, which runs commands, not images.
+    """
+    documents = parse_documents(text, source)
+    jobs: list[TFJob] = []
+    errors: list[FieldError] = []
+    for index, document in enumerate(documents):
+        prefix = _doc_path(index, len(documents), "")
+        job, doc_errors = _decode(document)
+        if job is not None:
+            doc_errors += validate(job, require_image=require_image)
+            jobs.append(job)
+        errors += [FieldError(prefix + e.path, e.message, e.fix) for e in doc_errors]
+    if errors:
+        raise InvalidJob(source, errors)
+    return jobs
+
+
+def decode_job(document: dict[str, Any]) -> TFJob:
+    """Decode one already-parsed TFJob mapping (e.g. from the API server)."""
+    job, errors = _decode(document)
+    if job is None:
+        raise InvalidJob(str(document.get("metadata", {}).get("name", "TFJob")), errors)
+    return job
+
+
+def _decode(document: dict[str, Any]) -> tuple[TFJob | None, list[FieldError]]:
+    errors = _check_header(document)
+    if errors:
+        return None, errors
+    spec = document.get("spec")
+    if isinstance(spec, dict):
+        errors += [
+            FieldError(
+                f"spec.{name}",
+                "is not a field of spec in kubeflow.org/v1 (it was in tf-operator v1.0)",
+                f"move it to spec.runPolicy.{name}",
+            )
+            for name in _MOVED_TO_RUN_POLICY
+            if name in spec
+        ]
+    try:
+        job = msgspec.convert(document, TFJob)
+    except msgspec.ValidationError as error:
+        return None, [*errors, _from_msgspec(error)]
+    return job, errors
+
+
+def _check_header(document: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    if document.get("apiVersion") != c.API_VERSION:
+        errors.append(
+            FieldError(
+                "apiVersion",
+                f"must be {c.API_VERSION!r}, got {document.get('apiVersion')!r}",
+                f"set apiVersion: {c.API_VERSION}",
+            )
+        )
+    if document.get("kind") != c.KIND:
+        errors.append(
+            FieldError(
+                "kind",
+                f"must be {c.KIND!r}, got {document.get('kind')!r}",
+                f"set kind: {c.KIND}",
+            )
+        )
+    return errors
+
+
+_MSGSPEC_PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+
+
+def _from_msgspec(error: msgspec.ValidationError) -> FieldError:
+    """Translate msgspec's `Expected int, got str - at $.spec...` into a FieldError."""
+    text = str(error)
+    match = _MSGSPEC_PATH.search(text)
+    path = "(document)"
+    if match:
+        text = text[: match.start()]
+        path = _render_path(match.group("path"))
+    return FieldError(path, text[0].lower() + text[1:], "use a value of the expected type")
+
+
+def _render_path(raw: str) -> str:
+    """`.spec.tfReplicaSpecs['Worker'].replicas` -> `spec.tfReplicaSpecs[Worker].replicas`."""
+    path = re.sub(r"\['([^']*)'\]", r"[\1]", raw)
+    return path.lstrip(".") or "(document)"
+
+
+def _doc_path(index: int, count: int, rest: str) -> str:
+    return f"document {index + 1}: {rest}" if count > 1 else rest

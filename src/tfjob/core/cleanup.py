@@ -1,0 +1,53 @@
+"""Deleting pods and services when a job finishes or is suspended (spec §7, §9.1)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tfjob.core import pods as podlib
+from tfjob.core.plan import Action, DeletePod, DeleteService
+
+if TYPE_CHECKING:
+    from tfjob.core.pass_state import Pass
+
+
+def cleanup_actions(state: Pass) -> list[Action]:
+    """cleanPodPolicy for a finished job: All, Running (Running or Pending) or None.
+
+    A deleted pod takes its same-name service with it; services are never deleted on
+    their own here (upstream), and pods already terminating are skipped.
+    """
+    policy = state.job.spec.run_policy.clean_pod_policy
+    if policy == "None":
+        return []
+    phases = ("Running", "Pending") if policy == "Running" else None
+    return _delete_pods(state, phases)
+
+
+def suspend_actions(state: Pass) -> list[Action]:
+    """A suspended job keeps nothing, whatever cleanPodPolicy says."""
+    actions = _delete_pods(state, None)
+    deleted = {a.name for a in actions if isinstance(a, DeleteService)}
+    actions += [
+        DeleteService(replica_type=state.replica_type_of(s.metadata.labels), name=s.metadata.name)
+        for s in state.services
+        if s.metadata.name not in deleted and s.metadata.deletion_timestamp is None
+    ]
+    return actions
+
+
+def _delete_pods(state: Pass, phases: tuple[str, ...] | None) -> list[Action]:
+    already = {a.name for a in state.actions if isinstance(a, DeletePod)}
+    services = {s.metadata.name for s in state.services}
+    actions: list[Action] = []
+    for pod in state.pods:
+        name = pod.metadata.name
+        if podlib.is_terminating(pod) or name in already:
+            continue
+        if phases is not None and pod.status.phase not in phases:
+            continue
+        rtype = state.replica_type_of(pod.metadata.labels)
+        actions.append(DeletePod(replica_type=rtype, name=name))
+        if name in services:
+            actions.append(DeleteService(replica_type=rtype, name=name))
+    return actions

@@ -1,0 +1,150 @@
+"""The pods and headless services the operator creates for a job (spec §3, §4).
+
+Pure functions of the defaulted job: the same job gives byte-for-byte the same
+manifests, which is what makes `tfjob render` a faithful dry run.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tfjob.api import constants as c
+from tfjob.api.names import is_chief_or_master, label_value, object_name, replica_key
+from tfjob.api.types import TFJob
+from tfjob.core.plan import Event
+from tfjob.core.settings import Settings
+from tfjob.core.tfconfig import tf_config
+
+RESTART_POLICY_WARNING = Event(
+    type="Warning",
+    reason="SetPodTemplateRestartPolicy",
+    message="Restart policy in pod template will be overwritten by restart policy in replica spec",
+)
+
+
+def base_labels(job_name: str) -> dict[str, str]:
+    """The selector of everything the operator made for a job."""
+    return {
+        c.LABEL_OPERATOR_NAME: c.CONTROLLER_NAME,
+        c.LABEL_JOB_NAME: label_value(job_name),
+    }
+
+
+def replica_labels(job_name: str, replica_type: str, index: int) -> dict[str, str]:
+    """Labels (and service selector) of one replica's pod and service."""
+    return {
+        **base_labels(job_name),
+        c.LABEL_REPLICA_TYPE: replica_key(replica_type),
+        c.LABEL_REPLICA_INDEX: str(index),
+    }
+
+
+def owner_reference(job: TFJob) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND,
+        "name": job.metadata.name,
+        "uid": job.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def is_master_role(job: TFJob, replica_type: str, index: int) -> bool:
+    """Chief/Master pods carry job-role=master; without them, worker 0 does (§3.2)."""
+    if any(is_chief_or_master(t) for t in job.spec.tf_replica_specs):
+        return is_chief_or_master(replica_type)
+    return replica_type == c.WORKER and index == 0
+
+
+def desired_pod(job: TFJob, replica_type: str, index: int, settings: Settings) -> dict[str, Any]:
+    """The Pod manifest for one replica of a defaulted job."""
+    spec = job.spec.tf_replica_specs[replica_type]
+    template = copy.deepcopy(spec.template)
+    meta = template.get("metadata") or {}
+    labels = {
+        **(meta.get("labels") or {}),
+        **replica_labels(job.metadata.name, replica_type, index),
+    }
+    if is_master_role(job, replica_type, index):
+        labels[c.LABEL_JOB_ROLE] = c.JOB_ROLE_MASTER
+    metadata: dict[str, Any] = {
+        "name": object_name(job.metadata.name, replica_type, index),
+        "namespace": job.metadata.namespace,
+        "labels": labels,
+        "ownerReferences": [owner_reference(job)],
+    }
+    for key in ("annotations", "finalizers"):
+        if meta.get(key):
+            metadata[key] = meta[key]
+    pod_spec: dict[str, Any] = template.get("spec") or {}
+    pod_spec["restartPolicy"] = (
+        "Never" if spec.restart_policy == "ExitCode" else spec.restart_policy
+    )
+    config = tf_config(job, replica_type, index, settings)
+    if config is not None:
+        _append_env(pod_spec, {"name": "TF_CONFIG", "value": config})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def creation_events(job: TFJob, replica_type: str) -> list[Event]:
+    """Warnings upstream emits at each pod creation (§3.6)."""
+    template_spec = job.spec.tf_replica_specs[replica_type].template.get("spec") or {}
+    return [RESTART_POLICY_WARNING] if template_spec.get("restartPolicy") else []
+
+
+def _append_env(pod_spec: dict[str, Any], variable: dict[str, str]) -> None:
+    for container in pod_spec.get("containers", []):
+        if container.get("name") == c.DEFAULT_CONTAINER_NAME:
+            container.setdefault("env", []).append(variable)
+            return
+
+
+def desired_service(job: TFJob, replica_type: str, index: int) -> dict[str, Any]:
+    """The headless Service giving one replica its stable DNS name (§4).
+
+    publishNotReadyAddresses lets peers resolve each other while they start up
+    (upstream #1458), instead of failing until every pod is Ready.
+    """
+    labels = replica_labels(job.metadata.name, replica_type, index)
+    ports = [
+        {"name": p.get("name", ""), "port": p["containerPort"]}
+        for p in _tensorflow_ports(job, replica_type)
+    ]
+    spec: dict[str, Any] = {
+        "clusterIP": "None",
+        "selector": dict(labels),
+        "publishNotReadyAddresses": True,
+    }
+    if ports:
+        spec["ports"] = ports
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": object_name(job.metadata.name, replica_type, index),
+            "namespace": job.metadata.namespace,
+            "labels": labels,
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": spec,
+    }
+
+
+def _tensorflow_ports(job: TFJob, replica_type: str) -> list[dict[str, Any]]:
+    template = job.spec.tf_replica_specs[replica_type].template
+    for container in (template.get("spec") or {}).get("containers", []):
+        if container.get("name") == c.DEFAULT_CONTAINER_NAME:
+            return list(container.get("ports") or [])
+    return []
+
+
+def desired_objects(job: TFJob, settings: Settings) -> list[dict[str, Any]]:
+    """Every pod then every service of a defaulted job, in replica-type order."""
+    pods, services = [], []
+    for rtype, spec in sorted(job.spec.tf_replica_specs.items()):
+        for index in range(spec.replicas or 0):
+            pods.append(desired_pod(job, rtype, index, settings))
+            services.append(desired_service(job, rtype, index))
+    return pods + services

@@ -1,0 +1,121 @@
+"""The working state of one reconcile pass: the job, what was observed, and what the
+pass has decided so far. Collects actions, events and status changes; turns them into
+a Plan at the end. Pure: `now` is given, never read.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from tfjob.api import constants as c
+from tfjob.api.names import replica_key
+from tfjob.api.observed import Pod, Service
+from tfjob.api.types import JobStatus, TFJob
+from tfjob.core import conditions
+from tfjob.core.plan import Action, DeleteJob, Event, Plan
+from tfjob.core.settings import Settings
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with second precision, as Kubernetes writes metav1.Time."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@dataclass
+class Pass:
+    job: TFJob  # defaulted
+    pods: list[Pod]
+    services: list[Service]
+    now: datetime
+    settings: Settings
+    status: JobStatus
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    status_first: bool = False
+    requeue_after: float | None = None
+
+    @classmethod
+    def start(
+        cls,
+        job: TFJob,
+        pods: list[Pod],
+        services: list[Service],
+        now: datetime,
+        settings: Settings,
+    ) -> Pass:
+        return cls(job, pods, services, now, settings, copy.deepcopy(job.status))
+
+    @property
+    def name(self) -> str:
+        return self.job.metadata.name
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.job.metadata.namespace}/{self.job.metadata.name}"
+
+    @property
+    def stamp(self) -> str:
+        return format_time(self.now)
+
+    def event(self, kind: str, reason: str, message: str) -> None:
+        self.events.append(Event(type=kind, reason=reason, message=message))
+
+    def condition(self, condition_type: str, state: str, reason: str, message: str) -> bool:
+        return conditions.set_condition(
+            self.status, condition_type, state, reason, message, self.stamp
+        )
+
+    def fail(self, reason: str, message: str) -> bool:
+        """Set Failed (and completionTime); False if the job had already finished."""
+        if not self.condition(c.FAILED, "True", reason, message):
+            return False
+        self.status.completion_time = self.status.completion_time or self.stamp
+        return True
+
+    def succeed(self, message: str) -> bool:
+        if not self.condition(c.SUCCEEDED, "True", "TFJobSucceeded", message):
+            return False
+        self.status.completion_time = self.status.completion_time or self.stamp
+        return True
+
+    def replica_type_of(self, labels: dict[str, str]) -> str:
+        """The job's replica-type key for an object's replica-type label ("" if none)."""
+        key = labels.get(c.LABEL_REPLICA_TYPE)
+        for rtype in self.job.spec.tf_replica_specs:
+            if replica_key(rtype) == key:
+                return rtype
+        return ""
+
+    def restart_policy_of(self, pod: Pod) -> str | None:
+        rtype = self.replica_type_of(pod.metadata.labels)
+        return self.job.spec.tf_replica_specs[rtype].restart_policy if rtype else None
+
+    def deadline(self) -> datetime | None:
+        seconds = self.job.spec.run_policy.active_deadline_seconds
+        if seconds is None or self.status.start_time is None:
+            return None
+        return parse_time(self.status.start_time) + timedelta(seconds=seconds)
+
+    def requeue_at(self, moment: datetime) -> None:
+        delay = max((moment - self.now).total_seconds(), 0.0)
+        if self.requeue_after is None or delay < self.requeue_after:
+            self.requeue_after = delay
+
+    def delete_job(self) -> None:
+        self.actions.append(DeleteJob())
+
+    def plan(self, original: JobStatus) -> Plan:
+        return Plan(
+            actions=self.actions,
+            events=self.events,
+            status=self.status,
+            status_changed=self.status != original,
+            requeue_after=self.requeue_after,
+            status_first=self.status_first,
+        )

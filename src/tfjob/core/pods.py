@@ -1,0 +1,96 @@
+"""Reading observed pods: which slot, what exit code, how to count (spec §5.2-§5.5)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from tfjob.api import constants as c
+from tfjob.api.names import replica_key
+from tfjob.api.observed import ContainerStatus, Pod
+from tfjob.api.types import ReplicaStatus
+
+
+def is_retryable_exit_code(code: int) -> bool:
+    """Upstream v1.5+: exit codes >= 128 (killed by a signal) are worth a retry."""
+    return code >= 128
+
+
+def restarts_pod(restart_policy: str, exit_code: int) -> bool:
+    """Whether a Failed pod of this policy is deleted and recreated (§5.2)."""
+    if restart_policy in ("OnFailure", "Always"):
+        return True
+    return restart_policy == "ExitCode" and is_retryable_exit_code(exit_code)
+
+
+def tensorflow_status(pod: Pod) -> ContainerStatus | None:
+    for status in pod.status.container_statuses:
+        if status.name == c.DEFAULT_CONTAINER_NAME:
+            return status
+    return None
+
+
+def exit_code(pod: Pod) -> int:
+    """The tensorflow container's exit code, or upstream's magic 0xbeef if it has none."""
+    status = tensorflow_status(pod)
+    if status is None or status.state.terminated is None:
+        return c.EXIT_CODE_UNKNOWN
+    return status.state.terminated.exit_code
+
+
+def pods_of_type(pods: Iterable[Pod], replica_type: str) -> list[Pod]:
+    key = replica_key(replica_type)
+    return [p for p in pods if p.metadata.labels.get(c.LABEL_REPLICA_TYPE) == key]
+
+
+def slots(pods: Sequence[Pod], replicas: int) -> list[list[Pod]]:
+    """Pods grouped by replica index; `max(highest index + 1, replicas)` slots."""
+    indexed: list[tuple[int, Pod]] = []
+    for pod in pods:
+        raw = pod.metadata.labels.get(c.LABEL_REPLICA_INDEX, "")
+        if raw.isdigit():
+            indexed.append((int(raw), pod))
+    size = max([replicas, *(i + 1 for i, _ in indexed)])
+    grouped: list[list[Pod]] = [[] for _ in range(size)]
+    for index, pod in indexed:
+        grouped[index].append(pod)
+    return grouped
+
+
+def is_terminating(pod: Pod) -> bool:
+    return pod.metadata.deletion_timestamp is not None
+
+
+def count_pod(status: ReplicaStatus, pod: Pod, *, forgive_termination: bool) -> None:
+    """Add one pod to its type's counts (§5.5).
+
+    A Running pod being deleted counts as failed upstream (v1.7+). With a restart
+    policy that recreates pods, tfjob counts it as neither: it is about to be
+    replaced, and an eviction or preemption must not fail the job (#1560, #2124).
+    """
+    phase = pod.status.phase
+    if phase == "Running" and is_terminating(pod):
+        if not forgive_termination:
+            status.failed += 1
+    elif phase == "Running":
+        status.active += 1
+    elif phase == "Succeeded":
+        status.succeeded += 1
+    elif phase == "Failed":
+        status.failed += 1
+
+
+def restart_count(pod: Pod) -> int:
+    """In-place restarts of all the pod's containers and init containers."""
+    statuses = [*pod.status.container_statuses, *pod.status.init_container_statuses]
+    return sum(s.restart_count for s in statuses)
+
+
+def describe_exit(pod: Pod) -> str:
+    """`j-worker-1 exited with code 137 (OOMKilled)`, for failure messages (#1749)."""
+    status = tensorflow_status(pod)
+    terminated = status.state.terminated if status is not None else None
+    if terminated is None:
+        reason = pod.status.reason or "no exit code"
+        return f"{pod.metadata.name} failed ({reason})"
+    reason = f" ({terminated.reason})" if terminated.reason else ""
+    return f"{pod.metadata.name} exited with code {terminated.exit_code}{reason}"

@@ -1,0 +1,85 @@
+"""TF_CONFIG (spec §3.5): how TensorFlow processes find each other.
+
+The JSON must be byte-identical to upstream's Go `encoding/json` output for the same
+job: compact separators, cluster keys sorted, field order cluster/task/environment
+(standard) or cluster{worker, ps}/task (sparse, for enableDynamicWorker).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tfjob.api import constants as c
+from tfjob.api.names import object_name, replica_key
+from tfjob.api.types import ReplicaSpec, TFJob
+from tfjob.core.settings import Settings
+
+
+def is_distributed(job: TFJob) -> bool:
+    """True unless the known replica types add up to exactly one replica (§3.5)."""
+    total = 0
+    for key, spec in job.spec.tf_replica_specs.items():
+        if key in c.REPLICA_TYPES:
+            total += 1 if spec.replicas is None else spec.replicas
+    return total != 1
+
+
+def replica_port(spec: ReplicaSpec) -> int:
+    """The `tfjob-port` of the tensorflow container, or 2222."""
+    for container in spec.template.get("spec", {}).get("containers", []):
+        if container.get("name") != c.DEFAULT_CONTAINER_NAME:
+            continue
+        for port in container.get("ports") or []:
+            if port.get("name") == c.DEFAULT_PORT_NAME:
+                return int(port["containerPort"])
+    return c.DEFAULT_PORT
+
+
+def cluster_spec(job: TFJob, settings: Settings) -> dict[str, list[str]]:
+    """Every replica's address, by lower-case type, in index order (§3.5)."""
+    if settings.local_addresses is not None:
+        return {key: list(addrs) for key, addrs in settings.local_addresses.items()}
+    domain = f".{settings.cluster_domain}" if settings.cluster_domain else ""
+    namespace = job.metadata.namespace
+    cluster: dict[str, list[str]] = {}
+    for rtype, spec in job.spec.tf_replica_specs.items():
+        port = replica_port(spec)
+        cluster[replica_key(rtype)] = [
+            f"{object_name(job.metadata.name, rtype, i)}.{namespace}.svc{domain}:{port}"
+            for i in range(spec.replicas or 0)
+        ]
+    return cluster
+
+
+def tf_config(job: TFJob, replica_type: str, index: int, settings: Settings) -> str | None:
+    """The TF_CONFIG value for one replica of a defaulted job, or None if not distributed."""
+    if not is_distributed(job):
+        return None
+    cluster = cluster_spec(job, settings)
+    rtype = replica_key(replica_type)
+    task = {"type": rtype, "index": index}
+    document: dict[str, Any]
+    if job.spec.enable_dynamic_worker:
+        document = {"cluster": _sparse(cluster, rtype, index), "task": task}
+    else:
+        document = {"cluster": dict(sorted(cluster.items())), "task": task, "environment": "cloud"}
+    return _go_json(document)
+
+
+def _sparse(cluster: dict[str, list[str]], rtype: str, index: int) -> dict[str, Any]:
+    """Upstream's SparseClusterSpec: a worker sees itself and all PS; a PS only itself."""
+    worker: dict[str, str] = {}
+    ps: list[str] | None = []
+    if rtype == "ps":
+        ps = [cluster[rtype][index]]
+    elif rtype == "worker":
+        ps = cluster.get("ps")
+        worker[str(index)] = cluster[rtype][index]
+    return {"worker": worker, "ps": ps}
+
+
+def _go_json(document: dict[str, Any]) -> str:
+    """Encode like Go's encoding/json: compact, and <, >, & escaped as \\u003c etc."""
+    text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
