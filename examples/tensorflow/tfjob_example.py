@@ -1,0 +1,131 @@
+"""Helpers shared by the TensorFlow examples: cluster report, synthetic data, output dir.
+
+Every replica of every example prints one machine-readable line,
+
+    TFJOB_REPORT {"task_type": ..., "task_id": ..., "cluster_spec": {...}, ...}
+
+built from what TensorFlow itself parsed out of TF_CONFIG (TFConfigClusterResolver),
+so a test or a user can check what each process believed about the cluster without
+trusting the operator's own bookkeeping. The data is generated here, from a fixed
+seed, because the examples must run without network access and every worker has to be
+able to rebuild any other worker's shard to prove that gradients were all-reduced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+REPORT_PREFIX = "TFJOB_REPORT "
+OUTPUT_DIR_ENV = "TFJOB_EXAMPLE_OUTPUT_DIR"
+
+FEATURES = 8
+EXAMPLES = 4096
+SEED = 1234
+
+
+def resolve_cluster() -> tf.distribute.cluster_resolver.TFConfigClusterResolver:
+    """Let TensorFlow parse TF_CONFIG, exactly as a training program on a cluster would."""
+    return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+
+
+def cluster_facts(
+    resolver: tf.distribute.cluster_resolver.TFConfigClusterResolver,
+) -> dict[str, Any]:
+    """What this process learnt from TF_CONFIG, in JSON-ready form.
+
+    `is_chief` is TensorFlow's own rule (multi_worker_util.is_chief): the chief, or
+    worker 0 when the cluster has no chief. TensorFlow also calls the evaluator a chief
+    "of its own", since it is outside the training cluster.
+    """
+    from tensorflow.python.distribute import multi_worker_util
+
+    spec = resolver.cluster_spec()
+    task_type = resolver.task_type
+    task_id = resolver.task_id
+    return {
+        "task_type": task_type,
+        "task_id": task_id,
+        "cluster_spec": {job: list(spec.job_tasks(job)) for job in spec.jobs},
+        "is_chief": bool(multi_worker_util.is_chief(spec, task_type, task_id)),
+        "rpc_layer": resolver.rpc_layer,
+        "pod_name": os.environ.get("TFJOB_POD_NAME"),
+        "pid": os.getpid(),
+    }
+
+
+def report(facts: dict[str, Any], **results: Any) -> None:
+    """Print the one-line machine-readable report, then a short human summary."""
+    payload = {**facts, **results}
+    print(REPORT_PREFIX + json.dumps(payload, sort_keys=True), flush=True)
+    losses = results.get("losses") or []
+    summary = f"{facts['task_type']}:{facts['task_id']} is_chief={facts['is_chief']}"
+    if losses:
+        summary += f" loss {losses[0]:.4f} -> {losses[-1]:.4f} over {len(losses)} steps"
+    print(summary, flush=True)
+
+
+def say(message: str) -> None:
+    """A human-readable progress line, tagged with the replica so merged logs stay legible."""
+    who = os.environ.get("TFJOB_POD_NAME", "local")
+    print(f"[{who}] {message}", flush=True)
+
+
+def regression_data(
+    examples: int = EXAMPLES, seed: int = SEED
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A noisy linear problem `y = x @ w + 0.5`, the same in every process.
+
+    Returns (x, y, true_w). Float32 throughout so a local NumPy/TensorFlow computation
+    matches the distributed one to round-off.
+    """
+    rng = np.random.default_rng(seed)
+    true_w = np.linspace(-2.0, 2.0, FEATURES, dtype=np.float32).reshape(FEATURES, 1)
+    x = rng.normal(size=(examples, FEATURES)).astype(np.float32)
+    noise = rng.normal(scale=0.1, size=(examples, 1)).astype(np.float32)
+    y = (x @ true_w + 0.5 + noise).astype(np.float32)
+    return x, y, true_w
+
+
+def output_dir(explicit: str | None) -> Path:
+    """Where the chief writes checkpoints: flag, then env var, then a per-run temp folder.
+
+    The default must be the same folder for every replica of one run (the evaluator
+    reads what the chief writes) and a new one for each run (old checkpoints would be
+    resumed or evaluated). The cluster addresses in TF_CONFIG have exactly that property:
+    the runtime picks fresh ports per run and shares them with every replica.
+    """
+    chosen = explicit or os.environ.get(OUTPUT_DIR_ENV)
+    if chosen:
+        return Path(chosen)
+    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    digest = hashlib.sha256(json.dumps(cluster, sort_keys=True).encode()).hexdigest()[:12]
+    pod = os.environ.get("TFJOB_POD_NAME", "job-x-0")
+    job = pod.rsplit("-", 2)[0]
+    return Path(tempfile.gettempdir()) / "tfjob-examples" / f"{job}-{digest}"
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    """Flags every example accepts."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--output-dir",
+        default=None,
+        help=f"checkpoint folder (default: ${OUTPUT_DIR_ENV}, else a per-run temp folder)",
+    )
+    return parser
+
+
+def fail(message: str) -> None:
+    """Exit 1 (a non-retryable failure under restartPolicy ExitCode) with a reason."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(1)
