@@ -99,7 +99,7 @@ def _finish(state: Pass) -> None:
 
 def _enforce_ttl(state: Pass) -> None:
     ttl = state.job.spec.run_policy.ttl_seconds_after_finished
-    if ttl is None:
+    if ttl is None or state.job.spec.run_policy.suspend:
         return
     if state.status.completion_time is None:
         state.status.completion_time = state.stamp
