@@ -15,7 +15,7 @@ import yaml
 
 from tfjob.api import constants as c
 from tfjob.api.errors import FieldError, InvalidJob
-from tfjob.api.types import TFJob
+from tfjob.api.types import ReplicaSpec, TFJob
 from tfjob.api.validation import validate
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -103,11 +103,31 @@ def _decode(document: dict[str, Any]) -> tuple[TFJob | None, list[FieldError]]:
             for name in _MOVED_TO_RUN_POLICY
             if name in spec
         ]
+    specs = spec.get("tfReplicaSpecs") if isinstance(spec, dict) else None
+    if isinstance(specs, dict):
+        # Convert each replica spec on its own: msgspec's error paths do not name map
+        # keys, and one bad replica type must not hide the others' errors.
+        errors += [
+            _from_msgspec(error, f"spec.tfReplicaSpecs[{key}]")
+            for key, error in _replica_errors(specs).items()
+        ]
+    if errors:
+        return None, errors
     try:
         job = msgspec.convert(document, TFJob)
     except msgspec.ValidationError as error:
-        return None, [*errors, _from_msgspec(error)]
-    return job, errors
+        return None, [_from_msgspec(error)]
+    return job, []
+
+
+def _replica_errors(specs: dict[str, Any]) -> dict[str, msgspec.ValidationError]:
+    found = {}
+    for key, value in specs.items():
+        try:
+            msgspec.convert(value, ReplicaSpec)
+        except msgspec.ValidationError as error:
+            found[str(key)] = error
+    return found
 
 
 def _check_header(document: dict[str, Any]) -> list[FieldError]:
@@ -134,20 +154,22 @@ def _check_header(document: dict[str, Any]) -> list[FieldError]:
 _MSGSPEC_PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 
 
-def _from_msgspec(error: msgspec.ValidationError) -> FieldError:
+def _from_msgspec(error: msgspec.ValidationError, base: str = "") -> FieldError:
     """Translate msgspec's `Expected int, got str - at $.spec...` into a FieldError."""
     text = str(error)
     match = _MSGSPEC_PATH.search(text)
-    path = "(document)"
+    path = base or "(document)"
     if match:
         text = text[: match.start()]
-        path = _render_path(match.group("path"))
+        path = base + _render_path(match.group("path"), bool(base))
     return FieldError(path, text[0].lower() + text[1:], "use a value of the expected type")
 
 
-def _render_path(raw: str) -> str:
-    """`.spec.tfReplicaSpecs['Worker'].replicas` -> `spec.tfReplicaSpecs[Worker].replicas`."""
+def _render_path(raw: str, nested: bool) -> str:
+    """`.spec.runPolicy.backoffLimit` -> `spec.runPolicy.backoffLimit` (or `.x` nested)."""
     path = re.sub(r"\['([^']*)'\]", r"[\1]", raw)
+    if nested:
+        return path
     return path.lstrip(".") or "(document)"
 
 
