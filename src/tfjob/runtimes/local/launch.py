@@ -1,0 +1,147 @@
+"""From a container of a pod manifest to the exact process to start.
+
+This is where the local runtime stands in for a container runtime: `image` is ignored,
+`command` + `args` run directly (never through a shell), `env` is resolved the way the
+kubelet does it (literal values, `$(VAR)` references, the downward API for the fields
+that make sense on one machine), and `workingDir` is taken relative to the folder of
+the job's YAML file, so a job can ship its scripts next to it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class LaunchError(ValueError):
+    """The container cannot be started locally; the text says why and what to change."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One process to start: what `asyncio.create_subprocess_exec` needs."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path | None
+
+
+# Inherited variables that would mislead a replica: the operator owns these.
+_NOT_INHERITED = re.compile(r"^(TF_CONFIG|TFJOB_.*)$")
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+_FIELD_KEY = re.compile(r"""^metadata\.(labels|annotations)\[['"](.+)['"]\]$""")
+LOCAL_IP = "127.0.0.1"
+
+
+def resolve(
+    container: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    extra_env: Mapping[str, str],
+    base_dir: Path,
+) -> Launch:
+    """The process for `container` of the pod described by `metadata`.
+
+    `extra_env` (TFJOB_PORT and friends) comes before the container's own `env`, so
+    the container can refer to it as `$(TFJOB_PORT)` and, if it must, override it.
+    """
+    declared = declared_env(container, metadata, extra_env)
+    cwd = working_dir(container, base_dir)
+    command = [expand(str(a), declared) for a in container.get("command") or []]
+    args = [expand(str(a), declared) for a in container.get("args") or []]
+    if not command:
+        raise LaunchError(NO_COMMAND)
+    env = {k: v for k, v in os.environ.items() if not _NOT_INHERITED.match(k)}
+    env.update(declared)
+    executable = find_executable(command[0], env.get("PATH", ""), cwd)
+    if executable is None:
+        raise LaunchError(not_found_message(command[0]))
+    return Launch(argv=[executable, *command[1:], *args], env=env, cwd=cwd)
+
+
+NO_COMMAND = "no command: a local replica cannot use the image's entrypoint"
+
+
+def not_found_message(name: str) -> str:
+    return f"{name!r} is not an executable on PATH (nor a path to one)"
+
+
+def declared_env(
+    container: Mapping[str, Any], metadata: Mapping[str, Any], extra_env: Mapping[str, str]
+) -> dict[str, str]:
+    """`extra_env` then the container's `env`, in order, references expanded."""
+    env = dict(extra_env)
+    for entry in container.get("env") or []:
+        name = str(entry.get("name", ""))
+        if "valueFrom" in entry:
+            env[name] = _value_from(entry["valueFrom"], metadata)
+        else:
+            env[name] = expand(str(entry.get("value", "")), env)
+    return env
+
+
+def unsupported_env(container: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(sub-path, reason) for each env source that cannot be resolved locally."""
+    problems = []
+    if container.get("envFrom"):
+        problems.append(("envFrom", "configMap and secret sources are not available locally"))
+    for i, entry in enumerate(container.get("env") or []):
+        source = entry.get("valueFrom") if isinstance(entry, Mapping) else None
+        if source is None:
+            continue
+        try:
+            _value_from(source, {})
+        except LaunchError as error:
+            problems.append((f"env[{i}].valueFrom", str(error)))
+    return problems
+
+
+def _value_from(source: Mapping[str, Any], metadata: Mapping[str, Any]) -> str:
+    field_ref = source.get("fieldRef")
+    if set(source) != {"fieldRef"} or not isinstance(field_ref, Mapping):
+        kinds = ", ".join(sorted(source)) or "nothing"
+        raise LaunchError(
+            f"{kinds} is not supported locally; only fieldRef to metadata.name, "
+            "metadata.namespace, metadata.uid, metadata.labels['k'], "
+            "metadata.annotations['k'], status.podIP and status.hostIP"
+        )
+    path = str(field_ref.get("fieldPath", ""))
+    if path in ("metadata.name", "metadata.namespace", "metadata.uid"):
+        return str(metadata.get(path.split(".")[1], ""))
+    if path in ("status.podIP", "status.hostIP"):
+        return LOCAL_IP
+    match = _FIELD_KEY.match(path)
+    if match:
+        return str((metadata.get(match.group(1)) or {}).get(match.group(2), ""))
+    raise LaunchError(f"fieldRef.fieldPath {path!r} is not supported locally")
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' `$(VAR)` expansion: known names are replaced, `$$` escapes a `$`."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "$"
+        return env.get(name, match.group(0))
+
+    return _REFERENCE.sub(replace, text)
+
+
+def working_dir(container: Mapping[str, Any], base_dir: Path) -> Path | None:
+    """`workingDir`, relative to `base_dir` (the YAML's folder); None: tfjob's own cwd."""
+    raw = container.get("workingDir")
+    return None if not raw else base_dir / str(raw)
+
+
+def find_executable(name: str, path: str, cwd: Path | None) -> str | None:
+    """`name` looked up on `path` as execvp would, or taken as a path if it has a `/`."""
+    if "/" in name:
+        candidate = Path(name) if Path(name).is_absolute() else (cwd or Path.cwd()) / name
+        ok = candidate.is_file() and os.access(candidate, os.X_OK)
+        return str(candidate) if ok else None
+    return shutil.which(name, path=path)
