@@ -6,15 +6,16 @@ manifests, which is what makes `tfjob render` a faithful dry run.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+import msgspec
 
 from tfjob.api import constants as c
 from tfjob.api.names import is_chief_or_master, label_value, object_name, replica_key
 from tfjob.api.types import TFJob
 from tfjob.core.plan import Event
 from tfjob.core.settings import Settings
-from tfjob.core.tfconfig import tf_config
+from tfjob.core.tfconfig import TFConfigs
 
 RESTART_POLICY_WARNING = Event(
     type="Warning",
@@ -58,34 +59,51 @@ def is_master_role(job: TFJob, replica_type: str, index: int) -> bool:
     return replica_type == c.WORKER and index == 0
 
 
+class PodFactory:
+    """Makes the pods of one defaulted job, sharing the work all its pods have in common
+    (the encoded TF_CONFIG cluster, each replica type's encoded template)."""
+
+    def __init__(self, job: TFJob, settings: Settings) -> None:
+        self._job = job
+        self.tf_configs = TFConfigs(job, settings)
+        self._templates = {
+            rtype: msgspec.json.encode(spec.template)
+            for rtype, spec in job.spec.tf_replica_specs.items()
+        }
+
+    def pod(self, replica_type: str, index: int) -> dict[str, Any]:
+        """The Pod manifest for one replica."""
+        job = self._job
+        spec = job.spec.tf_replica_specs[replica_type]
+        template: dict[str, Any] = msgspec.json.decode(self._templates[replica_type])
+        meta = template.get("metadata") or {}
+        labels = {
+            **(meta.get("labels") or {}),
+            **replica_labels(job.metadata.name, replica_type, index),
+        }
+        if is_master_role(job, replica_type, index):
+            labels[c.LABEL_JOB_ROLE] = c.JOB_ROLE_MASTER
+        metadata: dict[str, Any] = {
+            "name": object_name(job.metadata.name, replica_type, index),
+            "namespace": job.metadata.namespace,
+            "labels": labels,
+            "ownerReferences": [owner_reference(job)],
+        }
+        for key in ("annotations", "finalizers"):
+            if meta.get(key):
+                metadata[key] = meta[key]
+        pod_spec: dict[str, Any] = template.get("spec") or {}
+        policy = spec.restart_policy
+        pod_spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
+        config = self.tf_configs.for_replica(replica_type, index)
+        if config is not None:
+            _append_env(pod_spec, {"name": "TF_CONFIG", "value": config})
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
 def desired_pod(job: TFJob, replica_type: str, index: int, settings: Settings) -> dict[str, Any]:
     """The Pod manifest for one replica of a defaulted job."""
-    spec = job.spec.tf_replica_specs[replica_type]
-    template = copy.deepcopy(spec.template)
-    meta = template.get("metadata") or {}
-    labels = {
-        **(meta.get("labels") or {}),
-        **replica_labels(job.metadata.name, replica_type, index),
-    }
-    if is_master_role(job, replica_type, index):
-        labels[c.LABEL_JOB_ROLE] = c.JOB_ROLE_MASTER
-    metadata: dict[str, Any] = {
-        "name": object_name(job.metadata.name, replica_type, index),
-        "namespace": job.metadata.namespace,
-        "labels": labels,
-        "ownerReferences": [owner_reference(job)],
-    }
-    for key in ("annotations", "finalizers"):
-        if meta.get(key):
-            metadata[key] = meta[key]
-    pod_spec: dict[str, Any] = template.get("spec") or {}
-    pod_spec["restartPolicy"] = (
-        "Never" if spec.restart_policy == "ExitCode" else spec.restart_policy
-    )
-    config = tf_config(job, replica_type, index, settings)
-    if config is not None:
-        _append_env(pod_spec, {"name": "TF_CONFIG", "value": config})
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    return PodFactory(job, settings).pod(replica_type, index)
 
 
 def creation_events(job: TFJob, replica_type: str) -> list[Event]:
@@ -143,8 +161,9 @@ def _tensorflow_ports(job: TFJob, replica_type: str) -> list[dict[str, Any]]:
 def desired_objects(job: TFJob, settings: Settings) -> list[dict[str, Any]]:
     """Every pod then every service of a defaulted job, in replica-type order."""
     pods, services = [], []
+    factory = PodFactory(job, settings)
     for rtype, spec in sorted(job.spec.tf_replica_specs.items()):
         for index in range(spec.replicas or 0):
-            pods.append(desired_pod(job, rtype, index, settings))
+            pods.append(factory.pod(rtype, index))
             services.append(desired_service(job, rtype, index))
     return pods + services

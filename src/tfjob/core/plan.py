@@ -8,6 +8,7 @@ processes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -15,16 +16,33 @@ import msgspec
 from tfjob.api.types import JobStatus
 
 
-class CreatePod(msgspec.Struct, tag=True, frozen=True, kw_only=True):
-    """Create this pod (a full Pod manifest, ready to POST)."""
+class CreatePod(msgspec.Struct, tag=True, kw_only=True, dict=True):
+    """Create the pod of this replica.
+
+    The manifest is rendered when asked for, not stored: every pod of a distributed
+    job carries the whole cluster in TF_CONFIG, so a plan holding all manifests of a
+    1,000-replica job would hold ~45 MB at once. Runtimes create pods a few at a time
+    and let each manifest go. Equality compares the replica, whose manifest is a pure
+    function of the job the plan was made from.
+    """
 
     replica_type: str  # canonical, e.g. "Worker"
     index: int
-    manifest: dict[str, Any]
+    name: str
+
+    @classmethod
+    def rendered_by(
+        cls, render: Callable[[str, int], dict[str, Any]], replica_type: str, index: int, name: str
+    ) -> CreatePod:
+        action = cls(replica_type=replica_type, index=index, name=name)
+        action._render = render  # type: ignore[attr-defined]
+        return action
 
     @property
-    def name(self) -> str:
-        return str(self.manifest["metadata"]["name"])
+    def manifest(self) -> dict[str, Any]:
+        """The full Pod manifest, ready to POST (a fresh dict on every call)."""
+        render: Callable[[str, int], dict[str, Any]] = self._render  # type: ignore[attr-defined]
+        return render(self.replica_type, self.index)
 
 
 class DeletePod(msgspec.Struct, tag=True, frozen=True, kw_only=True):

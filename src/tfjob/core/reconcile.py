@@ -16,13 +16,14 @@ import msgspec
 
 from tfjob.api import constants as c
 from tfjob.api.defaults import with_defaults
+from tfjob.api.names import object_name
 from tfjob.api.observed import Pod, Service
 from tfjob.api.types import ReplicaStatus, TFJob
 from tfjob.api.validation import validate
 from tfjob.core import conditions
 from tfjob.core import pods as podlib
 from tfjob.core.cleanup import cleanup_actions, suspend_actions
-from tfjob.core.objects import creation_events, desired_pod, desired_service
+from tfjob.core.objects import creation_events, desired_service
 from tfjob.core.pass_state import Pass, parse_time
 from tfjob.core.plan import CreatePod, CreateService, DeletePod, DeleteService, Plan
 from tfjob.core.settings import Settings
@@ -203,10 +204,11 @@ def _reconcile_pods(state: Pass, rtype: str) -> None:
     for index, group in enumerate(podlib.slots(podlib.pods_of_type(state.pods, rtype), replicas)):
         if not group and index < replicas:
             state.actions.append(
-                CreatePod(
-                    replica_type=rtype,
-                    index=index,
-                    manifest=desired_pod(state.job, rtype, index, state.settings),
+                CreatePod.rendered_by(
+                    state.pod_factory.pod,
+                    rtype,
+                    index,
+                    object_name(state.job.metadata.name, rtype, index),
                 )
             )
             state.events += creation_events(state.job, rtype)

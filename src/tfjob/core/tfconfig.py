@@ -52,19 +52,34 @@ def cluster_spec(job: TFJob, settings: Settings) -> dict[str, list[str]]:
     return cluster
 
 
+class TFConfigs:
+    """TF_CONFIG for every replica of one defaulted job.
+
+    In the standard format every replica's value embeds the same cluster map, so it
+    is encoded once and spliced: a 1,000-replica job would otherwise encode 1,000
+    addresses 1,000 times.
+    """
+
+    def __init__(self, job: TFJob, settings: Settings) -> None:
+        self._distributed = is_distributed(job)
+        self._sparse = job.spec.enable_dynamic_worker
+        self.cluster = cluster_spec(job, settings)
+        self._encoded_cluster = _go_json(dict(sorted(self.cluster.items())))
+
+    def for_replica(self, replica_type: str, index: int) -> str | None:
+        """The value for one replica, or None if the job is not distributed."""
+        if not self._distributed:
+            return None
+        rtype = replica_key(replica_type)
+        task = _go_json({"type": rtype, "index": index})
+        if self._sparse:
+            return f'{{"cluster":{_go_json(_sparse(self.cluster, rtype, index))},"task":{task}}}'
+        return f'{{"cluster":{self._encoded_cluster},"task":{task},"environment":"cloud"}}'
+
+
 def tf_config(job: TFJob, replica_type: str, index: int, settings: Settings) -> str | None:
     """The TF_CONFIG value for one replica of a defaulted job, or None if not distributed."""
-    if not is_distributed(job):
-        return None
-    cluster = cluster_spec(job, settings)
-    rtype = replica_key(replica_type)
-    task = {"type": rtype, "index": index}
-    document: dict[str, Any]
-    if job.spec.enable_dynamic_worker:
-        document = {"cluster": _sparse(cluster, rtype, index), "task": task}
-    else:
-        document = {"cluster": dict(sorted(cluster.items())), "task": task, "environment": "cloud"}
-    return _go_json(document)
+    return TFConfigs(job, settings).for_replica(replica_type, index)
 
 
 def _sparse(cluster: dict[str, list[str]], rtype: str, index: int) -> dict[str, Any]:
