@@ -24,11 +24,11 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.core.builders import job, pods, replica, services  # noqa: E402
-from tfjob.api.observed import Pod  # noqa: E402
-from tfjob.core.plan import CreatePod  # noqa: E402
-from tfjob.core.reconcile import reconcile  # noqa: E402
-from tfjob.core.settings import Settings  # noqa: E402
+from tests.core.builders import job, pods, replica, services
+from tfjob.api.observed import Pod
+from tfjob.core.plan import CreatePod
+from tfjob.core.reconcile import reconcile
+from tfjob.core.settings import Settings
 
 REPLICAS = 1000
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
