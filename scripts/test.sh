@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The one test command (README quick start; .ci/run calls it with CI=true).
+# Installs what the tests need, builds or reuses the control-plane binaries, runs the
+# linters, the type checker, the layer contracts and the whole test suite.
+# Extra arguments go to pytest, e.g. `scripts/test.sh tests/core -x`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow]'
+
+# kube-apiserver and etcd, built from Go modules and cached (or KUBEBUILDER_ASSETS).
+# Without Go, outside CI, the Kubernetes tests skip with a one-line reason.
+if [ -n "${KUBEBUILDER_ASSETS:-}" ] || command -v go >/dev/null 2>&1; then
+    assets=$(tools/envtest/build.sh | tail -n 1)
+    export KUBEBUILDER_ASSETS="$assets"
+    echo "control plane: $KUBEBUILDER_ASSETS"
+elif [ "${CI:-}" = "true" ]; then
+    echo "CI needs Go to build kube-apiserver and etcd (or KUBEBUILDER_ASSETS)" >&2
+    exit 1
+fi
+
+ruff check .
+ruff format --check .
+mypy
+lint-imports
+python3 -m pytest "$@"
