@@ -134,7 +134,7 @@ class LocalKubelet:
                     self._on_change,
                 )
             )
-        return LocalPod(manifest, containers)
+        return LocalPod(manifest, replica, containers)
 
     def _open_log(self, pod_name: str, container: str, shown: str) -> ContainerLog:
         suffix = "" if container == c.DEFAULT_CONTAINER_NAME else f".{container}"

@@ -67,7 +67,7 @@ NO_COMMAND = "no command: a local replica cannot use the image's entrypoint"
 
 
 def not_found_message(name: str) -> str:
-    return f"{name!r} is not an executable on PATH (nor a path to one)"
+    return f'"{name}" is not an executable on PATH (nor a path to one)'
 
 
 def declared_env(

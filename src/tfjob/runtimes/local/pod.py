@@ -30,9 +30,12 @@ def timestamp(moment: datetime) -> str:
 class LocalPod:
     """One pod: its identity (from the manifest) and its containers."""
 
-    def __init__(self, manifest: Mapping[str, Any], containers: list[LocalContainer]) -> None:
+    def __init__(
+        self, manifest: Mapping[str, Any], replica: str, containers: list[LocalContainer]
+    ) -> None:
         metadata = manifest.get("metadata", {})
         self.manifest = manifest
+        self.replica = replica  # how it is shown, e.g. "worker-1"
         self.name = str(metadata.get("name", ""))
         self.containers = containers
         self.deleted_at: datetime | None = None

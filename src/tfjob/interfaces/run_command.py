@@ -1,0 +1,172 @@
+"""`tfjob run JOB.yaml`: run a TFJob on this machine, one process per replica."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import click
+import msgspec
+import yaml
+
+from tfjob.api import constants as c
+from tfjob.api.types import TFJob, to_dict
+from tfjob.interfaces.console import RunConsole
+from tfjob.interfaces.job_files import BadInput, invalid, read_jobs
+from tfjob.runtimes.local import preflight
+from tfjob.runtimes.local.run import LocalRun, RunOptions
+
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1
+# A run stopped by a signal exits as a shell reports a process killed by it: 128 + N.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@click.command(name="run")
+@click.argument("job_file", metavar="JOB.yaml", type=click.Path(path_type=Path))
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the replicas' log files and the final job.yaml "
+    "[default: .tfjob/runs/<job>-<YYYYmmdd-HHMMSS>].",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["yaml", "json"]),
+    help="At the end, print the TFJob with its final status to stdout "
+    "(replica output and events then go to stderr).",
+)
+@click.option(
+    "--grace-period",
+    type=click.FloatRange(min=0),
+    help="Seconds a replica has to exit after SIGTERM before SIGKILL "
+    "[default: the pod's terminationGracePeriodSeconds, else 5].",
+)
+@click.option(
+    "--namespace", "-n", help="Namespace to run the job in [default: the job's, else default]."
+)
+@click.option("--no-view", is_flag=True, help="Do not show the live status table on a terminal.")
+def command(
+    job_file: Path,
+    run_dir: Path | None,
+    output: str | None,
+    grace_period: float | None,
+    namespace: str | None,
+    no_view: bool,
+) -> None:
+    """Run the TFJob in JOB.yaml on this machine, one process (group) per replica.
+
+    \b
+    Each replica runs its containers' `command` + `args` directly (no shell; `image`
+    is ignored), from `workingDir`, which is taken relative to JOB.yaml's folder
+    (without workingDir: the current folder). Executables are looked up on PATH.
+    Every replica gets TF_CONFIG with 127.0.0.1 addresses, one free port each, and
+    TFJOB_PORT (its own port), TFJOB_REPLICA_TYPE, TFJOB_REPLICA_INDEX, TFJOB_POD_NAME
+    and PYTHONUNBUFFERED=1. `$(VAR)` in command, args and env values is expanded, and
+    env `valueFrom.fieldRef` supports metadata.name/namespace/uid, metadata.labels['k'],
+    metadata.annotations['k'], status.podIP and status.hostIP.
+
+    \b
+    restartPolicy works as on Kubernetes: OnFailure/Always restart a container in
+    place, ExitCode and failed pods are handled by the same decision core as the
+    operator. Output is shown live, each line prefixed with its replica ([worker-1]),
+    and kept in RUN_DIR/<pod>.log (appended across restarts).
+
+    \b
+    The run ends when the job succeeds or fails. cleanPodPolicy is applied first,
+    but locally nothing outlives the run: replicas still running at the end (e.g. PS
+    under cleanPodPolicy: None) are then stopped (SIGTERM, grace period, SIGKILL), as
+    they are on Ctrl-C or SIGTERM. If tfjob itself is killed, its replicas and their
+    children are killed too.
+
+    \b
+    A file holding several TFJobs is rejected: run one job per file.
+    Exit status: 0 Succeeded, 1 Failed, 2 bad input (nothing started),
+    130 Ctrl-C, 143 SIGTERM.
+    """
+    job = _one_job(job_file)
+    base_dir = job_file.resolve().parent
+    errors, warnings = preflight.check(job, base_dir)
+    if errors:
+        raise invalid(str(job_file), errors)
+    stream = sys.stderr if output else sys.stdout
+    options = RunOptions(
+        base_dir=base_dir,
+        run_dir=run_dir or _default_run_dir(job.metadata.name),
+        grace_period=grace_period,
+        namespace=namespace,
+    )
+    live = stream.isatty() and not no_view
+    with RunConsole(stream, job.metadata.name, live_view=live) as console:
+        for warning in warnings:
+            console.note(warning, warning=True)
+        console.note(f"logs in {options.run_dir}/")
+        final, stopped_by = asyncio.run(_run(job, options, console))
+    if output:
+        click.echo(_render(final, output))
+    sys.exit(_exit_status(final, stopped_by))
+
+
+def _one_job(job_file: Path) -> TFJob:
+    jobs = read_jobs(job_file, require_image=False)
+    if len(jobs) > 1:
+        names = ", ".join(j.metadata.name for j in jobs)
+        raise BadInput(
+            f"{job_file} holds {len(jobs)} TFJobs ({names}); tfjob run runs one job: "
+            "put each in its own file and run them separately"
+        )
+    return jobs[0]
+
+
+async def _run(job: TFJob, options: RunOptions, console: RunConsole) -> tuple[TFJob, int | None]:
+    """Run to the end; also returns the signal that stopped the run, if one did."""
+    run = LocalRun(job, options, console)
+    stopped_by: list[int] = []
+
+    def stop(signum: int) -> None:
+        stopped_by.append(signum)
+        console.note(f"{signal.Signals(signum).name}: stopping every replica")
+        run.stop()
+
+    loop = asyncio.get_running_loop()
+    for signum in _STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        final = await run.run()
+    finally:
+        for signum in _STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+    return final, (stopped_by[0] if stopped_by else None)
+
+
+def _exit_status(job: TFJob, stopped_by: int | None) -> int:
+    if stopped_by is not None:
+        return 128 + stopped_by
+    failed = next(
+        (cond for cond in job.status.conditions if cond.type == c.FAILED and cond.status == "True"),
+        None,
+    )
+    if failed is not None:
+        click.echo(f"tfjob: {job.metadata.name} failed: {failed.message}", err=True)
+        return EXIT_FAILED
+    return EXIT_SUCCEEDED
+
+
+def _default_run_dir(job_name: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(".tfjob") / "runs" / f"{job_name}-{stamp}"
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
+def _render(job: TFJob, output: str) -> str:
+    if output == "json":
+        return msgspec.json.format(msgspec.json.encode(job), indent=2).decode()
+    return yaml.safe_dump(to_dict(job), sort_keys=False).rstrip("\n")

@@ -1,0 +1,74 @@
+"""What must hold before a job can run locally, checked before anything starts.
+
+Validation (tfjob.api) says whether a TFJob is valid at all; this says whether this
+machine can run it: every container needs a `command` (there is no image whose
+entrypoint could be used) that names an executable, its `workingDir` must exist, and
+its environment must come from sources that exist locally. Problems are reported in
+the API's FieldError form so they read like, and are shown with, validation errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from tfjob.api.errors import FieldError
+from tfjob.api.types import TFJob
+from tfjob.runtimes.local import launch
+
+
+def check(job: TFJob, base_dir: Path) -> tuple[list[FieldError], list[str]]:
+    """(errors that stop the run, warnings about what the local run leaves out)."""
+    errors: list[FieldError] = []
+    warnings: list[str] = []
+    for key, spec in job.spec.tf_replica_specs.items():
+        if spec.replicas == 0:
+            continue
+        pod_spec = spec.template.get("spec") or {}
+        path = f"spec.tfReplicaSpecs[{key}].template.spec"
+        if pod_spec.get("initContainers"):
+            warnings.append(f"{path}.initContainers: init containers are not run locally")
+        for index, container in enumerate(pod_spec.get("containers") or []):
+            where = f"{path}.containers[{index}]"
+            errors += _check_container(container, where, base_dir)
+    return errors, warnings
+
+
+def _check_container(
+    container: Mapping[str, Any], where: str, base_dir: Path
+) -> Iterator[FieldError]:
+    for sub_path, reason in launch.unsupported_env(container):
+        yield FieldError(f"{where}.{sub_path}", reason, "set the value literally with `value:`")
+    cwd = launch.working_dir(container, base_dir)
+    if cwd is not None and not cwd.is_dir():
+        yield FieldError(
+            f"{where}.workingDir",
+            f"{str(cwd)!r} is not a directory (a relative workingDir starts at the YAML's folder)",
+            "point workingDir at an existing folder",
+        )
+        return
+    command = container.get("command") or []
+    if not command:
+        yield FieldError(
+            f"{where}.command",
+            launch.NO_COMMAND,
+            "add a command (and args), e.g. command: [python3, train.py]",
+        )
+        return
+    name = str(command[0])
+    if "$(" not in name and launch.find_executable(name, _path_of(container), cwd) is None:
+        yield FieldError(
+            f"{where}.command[0]",
+            launch.not_found_message(name),
+            "install it, add its folder to PATH, or give its full path",
+        )
+
+
+def _path_of(container: Mapping[str, Any]) -> str:
+    """The PATH the container will have: its own literal PATH, else tfjob's."""
+    for entry in container.get("env") or []:
+        if isinstance(entry, Mapping) and entry.get("name") == "PATH" and "value" in entry:
+            return str(entry["value"])
+    return os.environ.get("PATH", "")
