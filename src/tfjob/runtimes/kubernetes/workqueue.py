@@ -1,0 +1,225 @@
+"""A deduplicating, rate-limited, delaying work queue of job keys (client-go's design).
+
+Why this shape:
+- A controller is level-triggered: ten pod events for one job must cause one
+  reconcile, not ten. A key waiting in the queue absorbs further adds ("dirty" set).
+- Two workers must never reconcile the same job at once, or both would create the
+  same pods. A key being processed is parked: adds while it is processing mark it
+  dirty, and `done` puts it back in the queue exactly once ("processing" set).
+- Failures retry with a per-key exponential delay (5 ms doubling up to 1000 s) so a
+  broken job cannot spin a worker, and `forget` resets it after a success.
+- The core asks to be woken at deadlines (activeDeadlineSeconds, TTL). `add_after`
+  keeps those in a heap served by one timer task that sleeps until the earliest
+  deadline: no polling, and a deadline fires within the loop's timer resolution.
+
+Single event loop only: no locks are needed, because nothing here awaits while
+its state is half-updated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class QueueHooks:
+    """Callbacks for metrics; the queue itself knows nothing about Prometheus."""
+
+    on_add: Callable[[], None] = lambda: None
+    on_depth: Callable[[int], None] = lambda _depth: None
+    on_retry: Callable[[], None] = lambda: None
+    on_latency: Callable[[float], None] = lambda _seconds: None
+
+
+class ExponentialBackoff:
+    """Per-key failure delays: base * 2**failures, capped (client-go's item limiter)."""
+
+    def __init__(self, base: float = 0.005, cap: float = 1000.0) -> None:
+        self._base = base
+        self._cap = cap
+        self._failures: dict[str, int] = {}
+
+    def when(self, key: str) -> float:
+        """The delay before the next retry of `key`, counting this failure."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        if failures > 64:  # 2**64 * base overflows any cap; avoid float blow-up
+            return self._cap
+        return min(self._base * 2.0**failures, self._cap)
+
+    def forget(self, key: str) -> None:
+        self._failures.pop(key, None)
+
+    def retries(self, key: str) -> int:
+        return self._failures.get(key, 0)
+
+
+@dataclass(order=True)
+class _Delayed:
+    ready_at: float
+    seq: int
+    key: str = field(compare=False)
+
+
+class WorkQueue:
+    """Job keys waiting for a reconcile; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        backoff: ExponentialBackoff | None = None,
+        hooks: QueueHooks | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._queue: deque[str] = deque()
+        self._dirty: set[str] = set()
+        self._processing: set[str] = set()
+        self._added_at: dict[str, float] = {}
+        self._backoff = backoff or ExponentialBackoff()
+        self._hooks = hooks or QueueHooks()
+        self._clock = clock or (lambda: asyncio.get_running_loop().time())
+        self._getters: deque[asyncio.Future[None]] = deque()
+        self._heap: list[_Delayed] = []
+        self._waiting: dict[str, float] = {}  # key -> earliest ready time in the heap
+        self._seq = itertools.count()
+        self._timer_wake = asyncio.Event()
+        self._shutting_down = False
+
+    # -- adding ---------------------------------------------------------------------
+
+    def add(self, key: str) -> None:
+        """Queue `key` now (a no-op if it is already waiting)."""
+        if self._shutting_down or key in self._dirty:
+            return
+        self._hooks.on_add()
+        self._dirty.add(key)
+        if key in self._processing:
+            return  # `done` re-queues it
+        self._push(key)
+
+    def add_after(self, key: str, delay: float) -> None:
+        """Queue `key` after `delay` seconds; an earlier pending time for it wins."""
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        ready_at = self._clock() + delay
+        current = self._waiting.get(key)
+        if current is not None and current <= ready_at:
+            return
+        self._waiting[key] = ready_at
+        heapq.heappush(self._heap, _Delayed(ready_at, next(self._seq), key))
+        if self._heap[0].key == key and self._heap[0].ready_at == ready_at:
+            self._timer_wake.set()  # the earliest deadline changed
+
+    def add_rate_limited(self, key: str) -> None:
+        """Retry `key` after its exponential backoff delay."""
+        self._hooks.on_retry()
+        self.add_after(key, self._backoff.when(key))
+
+    def forget(self, key: str) -> None:
+        """`key` succeeded: its next failure starts the backoff from the beginning."""
+        self._backoff.forget(key)
+
+    def retries(self, key: str) -> int:
+        return self._backoff.retries(key)
+
+    # -- taking -----------------------------------------------------------------------
+
+    async def get(self) -> str | None:
+        """The next key to process, or None once the queue is shut down.
+
+        After shutdown no new work is handed out, even if keys are waiting: the
+        operator is stopping and the next leader (or the next start) relists anyway.
+        """
+        while not self._queue and not self._shutting_down:
+            waiter = asyncio.get_running_loop().create_future()
+            self._getters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter in self._getters:
+                    self._getters.remove(waiter)
+                elif waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # pass the wake-up on to another worker
+                raise
+        if self._shutting_down:
+            return None
+        key = self._queue.popleft()
+        self._hooks.on_depth(len(self._queue))
+        self._processing.add(key)
+        self._dirty.discard(key)
+        added = self._added_at.pop(key, None)
+        if added is not None:
+            self._hooks.on_latency(self._clock() - added)
+        return key
+
+    def done(self, key: str) -> None:
+        """Processing of `key` finished; re-queue it if it was added meanwhile."""
+        self._processing.discard(key)
+        if key in self._dirty and not self._shutting_down:
+            self._push(key)
+
+    # -- state --------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def delayed(self) -> int:
+        return len(self._waiting)
+
+    def is_processing(self, key: str) -> bool:
+        return key in self._processing
+
+    def shut_down(self) -> None:
+        """Stop handing out work; workers blocked in `get` return None."""
+        self._shutting_down = True
+        self._timer_wake.set()
+        while self._getters:
+            waiter = self._getters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- delayed adds -----------------------------------------------------------------
+
+    async def run_timer(self) -> None:
+        """Move delayed keys into the queue when they are due; runs until shutdown."""
+        while not self._shutting_down:
+            self._release_due()
+            timeout = self._heap[0].ready_at - self._clock() if self._heap else None
+            self._timer_wake.clear()
+            if timeout is not None and timeout <= 0:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._timer_wake.wait(), timeout)
+
+    def _release_due(self) -> None:
+        now = self._clock()
+        while self._heap and self._heap[0].ready_at <= now:
+            item = heapq.heappop(self._heap)
+            if self._waiting.get(item.key) != item.ready_at:
+                continue  # superseded by an earlier deadline that already fired
+            del self._waiting[item.key]
+            self.add(item.key)
+
+    # -- internals --------------------------------------------------------------------
+
+    def _push(self, key: str) -> None:
+        self._queue.append(key)
+        self._added_at.setdefault(key, self._clock())
+        self._hooks.on_depth(len(self._queue))
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            waiter = self._getters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return

@@ -1,0 +1,168 @@
+"""The work queue's promises, on a real event loop (no control plane, no mocks)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from tfjob.runtimes.kubernetes.workqueue import ExponentialBackoff, WorkQueue
+
+
+async def _get(queue: WorkQueue, within: float = 1.0) -> str | None:
+    return await asyncio.wait_for(queue.get(), within)
+
+
+async def test_a_key_added_many_times_is_processed_once() -> None:
+    queue = WorkQueue()
+    for _ in range(5):
+        queue.add("ns/a")
+    queue.add("ns/b")
+    assert len(queue) == 2
+    assert await _get(queue) == "ns/a"
+    assert await _get(queue) == "ns/b"
+    with pytest.raises(TimeoutError):
+        await _get(queue, 0.05)
+
+
+async def test_a_key_being_processed_is_not_handed_to_another_worker() -> None:
+    queue = WorkQueue()
+    queue.add("ns/a")
+    assert await _get(queue) == "ns/a"
+    queue.add("ns/a")  # changed again while a worker holds it
+    queue.add("ns/a")
+    with pytest.raises(TimeoutError):
+        await _get(queue, 0.05)  # a second worker must not get it now
+    queue.done("ns/a")
+    assert await _get(queue) == "ns/a"  # ... but it comes back exactly once
+    queue.done("ns/a")
+    with pytest.raises(TimeoutError):
+        await _get(queue, 0.05)
+
+
+async def test_many_workers_never_hold_the_same_key_at_once() -> None:
+    queue = WorkQueue()
+    holding: set[str] = set()
+    processed = 0
+    clash = []
+
+    async def worker() -> None:
+        nonlocal processed
+        while (key := await queue.get()) is not None:
+            if key in holding:
+                clash.append(key)
+            holding.add(key)
+            await asyncio.sleep(random.random() / 1000)
+            holding.discard(key)
+            processed += 1
+            queue.done(key)
+
+    async def producer() -> None:
+        for _ in range(2000):
+            queue.add(f"ns/{random.randrange(10)}")
+            if random.random() < 0.3:
+                await asyncio.sleep(0)
+
+    workers = [asyncio.create_task(worker()) for _ in range(8)]
+    await producer()
+    for _ in range(1000):  # until drained
+        if not len(queue) and not any(queue.is_processing(f"ns/{i}") for i in range(10)):
+            break
+        await asyncio.sleep(0.01)
+    queue.shut_down()
+    await asyncio.gather(*workers)
+    assert clash == []
+    assert 10 <= processed < 2000  # deduplicated, and every key was seen
+
+
+async def test_delayed_keys_come_out_in_deadline_order_and_on_time() -> None:
+    queue = WorkQueue()
+    timer = asyncio.create_task(queue.run_timer())
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    queue.add_after("ns/late", 0.15)
+    queue.add_after("ns/early", 0.05)
+    queue.add_after("ns/middle", 0.10)
+    seen = []
+    for _ in range(3):
+        key = await _get(queue)
+        seen.append((key, loop.time() - start))
+    queue.shut_down()
+    await timer
+    assert [k for k, _ in seen] == ["ns/early", "ns/middle", "ns/late"]
+    for (_key, at), due in zip(seen, (0.05, 0.10, 0.15), strict=True):
+        assert due <= at < due + 0.05
+
+
+async def test_an_earlier_deadline_for_a_key_wins_and_fires_once() -> None:
+    queue = WorkQueue()
+    timer = asyncio.create_task(queue.run_timer())
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    queue.add_after("ns/a", 5.0)
+    queue.add_after("ns/a", 0.05)  # e.g. a new deadline that is sooner
+    queue.add_after("ns/a", 3.0)  # a later one does not postpone it
+    assert await _get(queue) == "ns/a"
+    assert loop.time() - start < 0.5
+    queue.done("ns/a")
+    assert queue.delayed == 0
+    with pytest.raises(TimeoutError):
+        await _get(queue, 0.1)
+    queue.shut_down()
+    await timer
+
+
+async def test_zero_delay_adds_at_once() -> None:
+    queue = WorkQueue()
+    queue.add_after("ns/a", 0)
+    assert await _get(queue, 0.05) == "ns/a"
+
+
+async def test_failures_back_off_exponentially_until_forgotten() -> None:
+    backoff = ExponentialBackoff(base=0.005, cap=1000.0)
+    delays = [backoff.when("ns/a") for _ in range(6)]
+    assert delays == pytest.approx([0.005, 0.01, 0.02, 0.04, 0.08, 0.16])
+    assert backoff.when("ns/b") == pytest.approx(0.005)  # per key
+    for _ in range(40):
+        backoff.when("ns/a")
+    assert backoff.when("ns/a") == 1000.0  # capped
+    backoff.forget("ns/a")
+    assert backoff.when("ns/a") == pytest.approx(0.005)
+
+
+async def test_rate_limited_retries_wait_longer_each_time() -> None:
+    queue = WorkQueue(backoff=ExponentialBackoff(base=0.02))
+    timer = asyncio.create_task(queue.run_timer())
+    loop = asyncio.get_running_loop()
+    waits = []
+    for _ in range(3):
+        start = loop.time()
+        queue.add_rate_limited("ns/a")
+        assert await _get(queue) == "ns/a"
+        waits.append(loop.time() - start)
+        queue.done("ns/a")
+    assert queue.retries("ns/a") == 3
+    assert waits[0] >= 0.02 and waits[1] >= 0.04 and waits[2] >= 0.08
+    queue.forget("ns/a")
+    assert queue.retries("ns/a") == 0
+    queue.shut_down()
+    await timer
+
+
+async def test_shutdown_releases_waiting_workers_and_stops_handing_out_work() -> None:
+    queue = WorkQueue()
+    waiting = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.add("ns/a")
+    assert await waiting == "ns/a"
+    queue.add("ns/b")
+    idle = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.shut_down()
+    # the idle worker got "ns/b" or None; either way nobody blocks and no new work starts
+    assert await asyncio.wait_for(idle, 0.5) in ("ns/b", None)
+    assert await _get(queue) is None
+    queue.done("ns/a")  # the in-flight reconcile still finishes cleanly
+    queue.add("ns/c")
+    assert await _get(queue) is None
