@@ -1,0 +1,46 @@
+"""The Kubernetes resources the operator touches, and their REST paths.
+
+Spelled out once, so the client, the informers and the RBAC manifest agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from tfjob.api import constants as c
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A namespaced resource: `group` is "" for the core API."""
+
+    group: str
+    version: str
+    plural: str
+
+    def path(self, namespace: str | None, name: str = "", subresource: str = "") -> str:
+        """`/api/v1/namespaces/ns/pods/name/status`; no namespace means all of them."""
+        root = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        parts = [root]
+        if namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(self.plural)
+        if name:
+            parts.append(name)
+        if subresource:
+            parts.append(subresource)
+        return "/".join(parts)
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+PODS: Final = Resource("", "v1", "pods")
+SERVICES: Final = Resource("", "v1", "services")
+EVENTS: Final = Resource("", "v1", "events")
+TFJOBS: Final = Resource(c.GROUP, c.VERSION, c.PLURAL)
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
+
+# Everything the operator made carries this label; informers watch only these.
+OWNED_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.CONTROLLER_NAME}"

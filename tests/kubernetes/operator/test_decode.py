@@ -1,0 +1,99 @@
+"""Decoding the API server's JSON: fast projections, and jobs that cannot be read."""
+
+from __future__ import annotations
+
+import json
+
+from tfjob.api.types import TFJob
+from tfjob.runtimes.kubernetes.decode import UndecodableJob, decode_pods, decode_tfjob
+from tfjob.runtimes.kubernetes.informer import is_newer
+
+POD = {
+    "kind": "Pod",
+    "apiVersion": "v1",
+    "metadata": {
+        "name": "j-worker-0",
+        "namespace": "ns",
+        "uid": "p1",
+        "resourceVersion": "42",
+        "labels": {"training.kubeflow.org/replica-type": "worker"},
+        "ownerReferences": [
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "TFJob",
+                "name": "j",
+                "uid": "u",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+        "managedFields": [{"manager": "x", "fieldsV1": {"f:spec": {}}}],
+    },
+    "spec": {"containers": [{"name": "tensorflow", "image": "tf", "env": [{"name": "A"}]}]},
+    "status": {
+        "phase": "Failed",
+        "containerStatuses": [
+            {
+                "name": "tensorflow",
+                "restartCount": 2,
+                "image": "tf",
+                "ready": False,
+                "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+            }
+        ],
+    },
+}
+
+
+def test_a_pod_list_decodes_into_the_projection_the_core_reads() -> None:
+    body = json.dumps(
+        {
+            "kind": "PodList",
+            "metadata": {"resourceVersion": "77", "continue": "abc"},
+            "items": [POD],
+        }
+    ).encode()
+    pods, version, token = decode_pods(body)
+    assert (version, token) == ("77", "abc")
+    pod = pods[0]
+    assert pod.metadata.controller_uid() == "u"
+    assert pod.status.container_statuses[0].state.terminated is not None
+    assert pod.status.container_statuses[0].state.terminated.exit_code == 137
+    assert not hasattr(pod, "spec")  # nothing the core does not read is kept
+
+
+def test_an_empty_list_has_no_items() -> None:
+    assert decode_pods(b'{"metadata":{"resourceVersion":"5"},"items":null}') == ([], "5", "")
+
+
+def test_a_tfjob_decodes_into_the_typed_model() -> None:
+    raw = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "9"},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {}}}}},
+    }
+    job = decode_tfjob(json.dumps(raw).encode())
+    assert isinstance(job, TFJob)
+    assert job.spec.tf_replica_specs["Worker"].replicas == 2
+
+
+def test_a_tfjob_the_model_cannot_hold_names_the_field_instead_of_crashing() -> None:
+    raw = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "9"},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": "two"}}},
+        "status": {"conditions": [{"type": "Created", "status": "True"}]},
+    }
+    job = decode_tfjob(json.dumps(raw).encode())
+    assert isinstance(job, UndecodableJob)
+    assert "spec.tfReplicaSpecs[Worker].replicas" in job.error
+    assert (job.metadata.name, job.metadata.resource_version) == ("j", "9")
+    assert job.status.conditions[0].type == "Created"  # kept, to be updated
+
+
+def test_resource_versions_compare_as_etcd_revisions() -> None:
+    assert is_newer("100", "99")
+    assert not is_newer("99", "100")
+    assert not is_newer("7", "7")
