@@ -1,0 +1,88 @@
+"""Prometheus metrics, with upstream's names (spec §10.1) so dashboards keep working.
+
+A registry of its own (not prometheus_client's global one): each operator instance,
+and each test, gets clean counters. The `*_created` timestamp series prometheus_client
+adds by default are turned off: upstream (Go) does not export them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+
+from tfjob.api import constants as c
+from tfjob.runtimes.kubernetes.workqueue import QueueHooks
+
+FRAMEWORK = "tensorflow"
+_JOB_LABELS = ("job_namespace", "framework")
+
+
+def _job_counter(registry: CollectorRegistry, name: str, what: str) -> Counter:
+    return Counter(f"training_operator_jobs_{name}", what, _JOB_LABELS, registry=registry)
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        disable_created_metrics()
+        r = self.registry
+        self.jobs_created = _job_counter(r, "created", "TFJobs seen created (also at start-up)")
+        self.jobs_deleted = _job_counter(r, "deleted", "TFJobs deleted by the operator (TTL)")
+        self.jobs_successful = _job_counter(r, "successful", "TFJobs that succeeded")
+        self.jobs_failed = _job_counter(r, "failed", "TFJobs that failed")
+        self.jobs_restarted = _job_counter(r, "restarted", "Replica restarts of TFJobs")
+        self.created_pods = Counter("created_pods", "Pods created", registry=r)
+        self.deleted_pods = Counter("deleted_pods", "Pods deleted", registry=r)
+        self.failed_pods = Counter("failed_pods", "Failed pods seen by a reconcile", registry=r)
+        self.services_created = Counter(
+            "succeeded_service_creation", "Services created", registry=r
+        )
+        self.services_failed = Counter(
+            "failed_service_creation", "Service creations that failed", registry=r
+        )
+        self.reconcile_total = Counter(
+            "controller_runtime_reconcile",
+            "Reconciles by result",
+            ["controller", "result"],
+            registry=r,
+        )
+        self.reconcile_errors = Counter(
+            "controller_runtime_reconcile_errors",
+            "Reconciles that failed",
+            ["controller"],
+            registry=r,
+        )
+        self.reconcile_time = Histogram(
+            "controller_runtime_reconcile_time_seconds",
+            "Time of one reconcile, API writes included",
+            ["controller"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
+        self.queue_depth = Gauge("workqueue_depth", "Keys waiting", ["name"], registry=r)
+        self.queue_adds = Counter("workqueue_adds", "Keys added", ["name"], registry=r)
+        self.queue_retries = Counter(
+            "workqueue_retries", "Rate-limited re-adds", ["name"], registry=r
+        )
+        self.queue_latency = Histogram(
+            "workqueue_queue_duration_seconds",
+            "Time a key waits before a worker takes it",
+            ["name"],
+            buckets=(0.0001, 0.001, 0.01, 0.1, 1, 10),
+            registry=r,
+        )
+
+    def job(self, counter: Counter, namespace: str) -> None:
+        counter.labels(job_namespace=namespace, framework=FRAMEWORK).inc()
+
+    def queue_hooks(self, name: str = c.CONTROLLER_NAME) -> QueueHooks:
+        depth = self.queue_depth.labels(name=name)
+        adds = self.queue_adds.labels(name=name)
+        retries = self.queue_retries.labels(name=name)
+        latency = self.queue_latency.labels(name=name)
+        return QueueHooks(
+            on_add=adds.inc, on_depth=depth.set, on_retry=retries.inc, on_latency=latency.observe
+        )
