@@ -1,0 +1,342 @@
+"""One reconcile of one TFJob on Kubernetes: observe, ask the core, act, record.
+
+The decisions are the core's (`tfjob.core.reconcile`); this module only turns a Plan
+into API calls, in the order that keeps the cluster consistent:
+- nothing is done for a job whose expectations are pending (the cache lags our own
+  writes), or that is being deleted;
+- `status_first` plans write status before acting, because the status records a
+  restart count read from a pod the actions delete;
+- each create or delete raises its expectation before the request is sent;
+- status is written with the resourceVersion the decision was based on, and a
+  conflict is retried only if the status on the server is still the one we decided
+  from (otherwise the job is reconciled again from fresh data).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx2 as httpx
+import msgspec
+import structlog
+
+from tfjob.api import constants as c
+from tfjob.api.observed import Pod, Service
+from tfjob.api.types import JobStatus, ObjectMeta, TFJob
+from tfjob.core import conditions
+from tfjob.core.pass_state import format_time
+from tfjob.core.plan import Action, CreatePod, CreateService, DeleteJob, DeletePod, Plan
+from tfjob.core.reconcile import reconcile as decide
+from tfjob.core.settings import Settings
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.decode import UndecodableJob, decode_tfjob
+from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
+from tfjob.runtimes.kubernetes.expectations import Expectations, Kind
+from tfjob.runtimes.kubernetes.handlers import JOB_INDEX
+from tfjob.runtimes.kubernetes.informer import Informer
+from tfjob.runtimes.kubernetes.metrics import Metrics
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.workqueue import WorkQueue
+
+log = structlog.get_logger("tfjob.reconciler")
+
+STATUS_ATTEMPTS = 3
+
+
+class StatusConflict(Exception):
+    """Someone else changed the job's status since we read it: decide again."""
+
+
+class ActionsFailed(Exception):
+    """Some creates or deletes failed; the job is retried with backoff."""
+
+    def __init__(self, errors: Sequence[Exception]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = list(errors)
+
+
+@dataclass
+class Caches:
+    jobs: Informer[TFJob | UndecodableJob]
+    pods: Informer[Pod]
+    services: Informer[Service]
+
+
+class Reconciler:
+    """Carries out the core's plans for one job at a time (per call)."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        caches: Caches,
+        expectations: Expectations,
+        queue: WorkQueue,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        settings: Settings,
+        parallelism: int = 16,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._client = client
+        self._caches = caches
+        self._expectations = expectations
+        self._queue = queue
+        self._recorder = recorder
+        self._metrics = metrics
+        self._settings = settings
+        self._parallelism = parallelism
+        self._clock = clock
+
+    async def reconcile(self, key: str) -> None:
+        """Bring job `key` one step closer to what the core wants."""
+        cached = self._caches.jobs.get(key)
+        if cached is None:
+            self._expectations.forget(key)
+            return
+        if cached.metadata.deletion_timestamp is not None:
+            return
+        if isinstance(cached, UndecodableJob):
+            await self._reject(cached)
+            return
+        if not self._expectations.satisfied(key):
+            # The watch events we wait for will queue the job; this is only the
+            # safety net for lost events (expectations expire).
+            self._queue.add_after(key, self._expectations.time_left(key) + 0.001)
+            return
+        await self._carry_out(key, cached)
+
+    # -- one plan ---------------------------------------------------------------------
+
+    async def _carry_out(self, key: str, job: TFJob) -> None:
+        pods = self._caches.pods.by_index(JOB_INDEX, key)
+        services = self._caches.services.by_index(JOB_INDEX, key)
+        plan = decide(job, pods, services, self._clock(), self._settings)
+        ref = _ref(job.metadata)
+        if plan.status_first and plan.status_changed:
+            await self._write_status(job.metadata, job.status, plan.status)
+        errors, job_deleted = await self._act(key, ref, plan.actions)
+        for event in plan.events:
+            self._recorder.record(ref, event.type, event.reason, event.message)
+        self._count(job, pods, plan)
+        if plan.status_changed and not plan.status_first and not job_deleted:
+            await self._write_status(job.metadata, job.status, plan.status)
+        if plan.requeue_after is not None and not job_deleted:
+            self._queue.add_after(key, plan.requeue_after)
+        if errors:
+            raise ActionsFailed(errors)
+
+    def _count(self, job: TFJob, pods: list[Pod], plan: Plan) -> None:
+        ns = job.metadata.namespace
+        if not conditions.is_finished(job.status):
+            failed = sum(1 for p in pods if p.status.phase == "Failed")
+            if failed:
+                self._metrics.failed_pods.inc(failed)
+        for condition_type, counter in (
+            (c.SUCCEEDED, self._metrics.jobs_successful),
+            (c.FAILED, self._metrics.jobs_failed),
+        ):
+            if conditions.is_true(plan.status, condition_type) and not conditions.is_true(
+                job.status, condition_type
+            ):
+                self._metrics.job(counter, ns)
+        for event in plan.events:
+            if event.reason == "TFJobRestarting":
+                self._metrics.job(self._metrics.jobs_restarted, ns)
+
+    # -- actions ----------------------------------------------------------------------
+
+    async def _act(
+        self, key: str, ref: ObjectRef, actions: Sequence[Action]
+    ) -> tuple[list[Exception], bool]:
+        """Carry out `actions` in order; runs of creates/deletes go out concurrently."""
+        errors: list[Exception] = []
+        gate = asyncio.Semaphore(self._parallelism)
+
+        async def bounded(action: Action) -> Exception | None:
+            async with gate:
+                return await self._one(key, ref, action)
+
+        job_deleted = False
+        for wave in _waves(actions):
+            if len(wave) == 1:
+                results = [await self._one(key, ref, wave[0])]
+            else:
+                results = await asyncio.gather(*(bounded(a) for a in wave))
+            errors += [r for r in results if r is not None]
+            job_deleted = job_deleted or (isinstance(wave[0], DeleteJob) and not results[0])
+        return errors, job_deleted
+
+    async def _one(self, key: str, ref: ObjectRef, action: Action) -> Exception | None:
+        if isinstance(action, CreatePod | CreateService):
+            return await self._create(key, ref, action)
+        if isinstance(action, DeleteJob):
+            return await self._delete_job(ref)
+        return await self._delete(key, ref, action)
+
+    async def _create(
+        self, key: str, ref: ObjectRef, action: CreatePod | CreateService
+    ) -> Exception | None:
+        kind, resource, noun = _what(action)
+        name = action.name
+        self._expectations.expect_create(key, kind, name)
+        try:
+            await self._client.create(resource, ref.namespace, action.manifest)
+        except ApiError as error:
+            self._expectations.created(key, kind, name)
+            if error.already_exists:
+                return None  # fixed names: it is there, which is what we wanted
+            return self._create_failed(ref, noun, error)
+        except httpx.TimeoutException:
+            # As upstream: the request may have gone through; the watch will tell.
+            return None
+        except httpx.HTTPError as error:
+            self._expectations.created(key, kind, name)
+            return self._create_failed(ref, noun, error)
+        capital = noun.capitalize()
+        self._recorder.record(
+            ref, "Normal", f"SuccessfulCreate{capital}", f"Created {noun}: {name}"
+        )
+        if kind == "pods":
+            self._metrics.created_pods.inc()
+        else:
+            self._metrics.services_created.inc()
+        return None
+
+    def _create_failed(self, ref: ObjectRef, noun: str, error: Exception) -> Exception:
+        self._recorder.record(
+            ref, "Warning", f"FailedCreate{noun.capitalize()}", f"Error creating: {error}"
+        )
+        if noun == "service":
+            self._metrics.services_failed.inc()
+        return error
+
+    async def _delete(self, key: str, ref: ObjectRef, action: Action) -> Exception | None:
+        kind, resource, noun = _what(action)
+        name = action.name  # type: ignore[union-attr]
+        self._expectations.expect_delete(key, kind, name)
+        try:
+            existed = await self._client.delete(resource, ref.namespace, name)
+        except (ApiError, httpx.HTTPError) as error:
+            self._expectations.deleted(key, kind, name)
+            self._recorder.record(
+                ref, "Warning", f"FailedDelete{noun.capitalize()}", f"Error deleting: {error}"
+            )
+            return error
+        if not existed and not self._cached(resource, ref.namespace, name):
+            # Already gone and already out of the cache: no watch event will come.
+            self._expectations.deleted(key, kind, name)
+        if kind == "pods":
+            self._metrics.deleted_pods.inc()
+        self._recorder.record(
+            ref, "Normal", f"SuccessfulDelete{noun.capitalize()}", f"Deleted {noun}: {name}"
+        )
+        return None
+
+    def _cached(self, resource: Resource, namespace: str, name: str) -> bool:
+        informer: Informer[Any] = self._caches.pods if resource is PODS else self._caches.services
+        obj = informer.get(f"{namespace}/{name}")
+        return obj is not None and obj.metadata.deletion_timestamp is None
+
+    async def _delete_job(self, ref: ObjectRef) -> Exception | None:
+        try:
+            await self._client.delete(TFJOBS, ref.namespace, ref.name)
+        except (ApiError, httpx.HTTPError) as error:
+            self._recorder.record(ref, "Warning", "FailedDeleteJob", f"Error deleting: {error}")
+            return error
+        self._recorder.record(ref, "Normal", "SuccessfulDeleteJob", f"Deleted job: {ref.name}")
+        self._metrics.job(self._metrics.jobs_deleted, ref.namespace)
+        return None
+
+    # -- status -----------------------------------------------------------------------
+
+    async def _write_status(self, meta: ObjectMeta, base: JobStatus, status: JobStatus) -> None:
+        """PUT /status at the version decided from; on conflict, retry only if the
+        server's status is still `base` (a spec or metadata change moved the version)."""
+        body: dict[str, Any] = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.KIND,
+            "metadata": {
+                "name": meta.name,
+                "namespace": meta.namespace,
+                "resourceVersion": meta.resource_version,
+            },
+            "status": msgspec.to_builtins(status),
+        }
+        for _attempt in range(STATUS_ATTEMPTS):
+            try:
+                raw = await self._client.replace_status(TFJOBS, meta.namespace, meta.name, body)
+            except ApiError as error:
+                if error.not_found:
+                    return  # deleted meanwhile: nothing left to record on
+                if not error.conflict:
+                    raise
+                body["metadata"]["resourceVersion"] = await self._fresh_version(meta, base)
+                continue
+            self._caches.jobs.write_through(decode_tfjob(raw))
+            return
+        raise StatusConflict(f"status of {meta.namespace}/{meta.name} kept changing")
+
+    async def _fresh_version(self, meta: ObjectMeta, base: JobStatus) -> str:
+        fresh = decode_tfjob(await self._client.get(TFJOBS, meta.namespace, meta.name))
+        self._caches.jobs.write_through(fresh)
+        if fresh.metadata.uid != meta.uid or fresh.status != base:
+            raise StatusConflict(f"status of {meta.namespace}/{meta.name} changed meanwhile")
+        return fresh.metadata.resource_version
+
+    # -- jobs the model cannot read ---------------------------------------------------
+
+    async def _reject(self, job: UndecodableJob) -> None:
+        """Mark a TFJob that cannot be decoded Failed, naming the field (tf-operator's
+        InvalidTFJobSpec), instead of retrying it forever."""
+        if conditions.is_finished(job.status):
+            return
+        meta = job.metadata
+        now = format_time(self._clock())
+        status = copy.deepcopy(job.status)
+        if conditions.find(status, c.CREATED) is None:
+            conditions.set_condition(
+                status, c.CREATED, "True", "TFJobCreated", f"TFJob {meta.name} is created.", now
+            )
+        message = f"TFJob {meta.namespace}/{meta.name} is invalid: {job.error}"
+        conditions.set_condition(status, c.FAILED, "True", "InvalidTFJobSpec", message, now)
+        status.completion_time = status.completion_time or now
+        self._recorder.record(
+            _ref(meta),
+            "Warning",
+            "InvalidTFJobSpec",
+            f"Failed to marshal the object to TFJob; the spec is invalid: {job.error}",
+        )
+        await self._write_status(meta, job.status, status)
+
+
+def _waves(actions: Sequence[Action]) -> list[list[Action]]:
+    """Maximal runs of pod/service actions (order-free among themselves); a DeleteJob
+    stands alone, after everything before it."""
+    waves: list[list[Action]] = []
+    for action in actions:
+        if isinstance(action, DeleteJob) or not waves or isinstance(waves[-1][0], DeleteJob):
+            waves.append([action])
+        else:
+            waves[-1].append(action)
+    return waves
+
+
+def _what(action: Action) -> tuple[Kind, Resource, str]:
+    if isinstance(action, CreatePod | DeletePod):
+        return "pods", PODS, "pod"
+    return "services", SERVICES, "service"
+
+
+def _ref(meta: ObjectMeta) -> ObjectRef:
+    return ObjectRef(
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+        resource_version=meta.resource_version,
+    )
