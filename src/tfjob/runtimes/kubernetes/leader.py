@@ -1,0 +1,209 @@
+"""Leader election on a coordination.k8s.io/v1 Lease (client-go's algorithm).
+
+Why: two operator replicas reconciling the same jobs would race each other's
+creates and status writes. Only the holder of the Lease runs workers.
+
+As client-go: a Lease held by someone else counts as expired only when it has not
+changed for `lease_duration` by *our* clock (we never compare our clock with the
+holder's timestamps, so clock skew cannot make two leaders). The leader renews every
+`retry_period`; if it cannot renew within `renew_deadline` it has lost the lease and
+the operator stops (another replica takes over), the same as client-go's exit.
+On a clean shutdown the lease is released so the next leader need not wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx2 as httpx
+import msgspec
+import structlog
+
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.resources import LEASES
+
+log = structlog.get_logger("tfjob.leader")
+
+
+class LeadershipLost(Exception):
+    """The lease could not be renewed in time."""
+
+
+class LeaseSpec(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
+    holder_identity: str = ""
+    lease_duration_seconds: int = 0
+    acquire_time: str | None = None
+    renew_time: str | None = None
+    lease_transitions: int = 0
+
+
+class _LeaseMeta(msgspec.Struct, rename="camel", kw_only=True):
+    resource_version: str = ""
+
+
+class Lease(msgspec.Struct, kw_only=True):
+    metadata: _LeaseMeta = msgspec.field(default_factory=_LeaseMeta)
+    spec: LeaseSpec = msgspec.field(default_factory=LeaseSpec)
+
+
+@dataclass(frozen=True)
+class LeaderConfig:
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        client: KubeClient,
+        config: LeaderConfig,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._config = config
+        self._clock = clock
+        self._observed: LeaseSpec | None = None
+        self._observed_at = 0.0
+        self._version = ""
+        self.is_leader = False
+
+    async def acquire(self) -> None:
+        """Return once this instance holds the lease."""
+        log.info("waiting for leadership", lease=self._lease_name, identity=self._config.identity)
+        while True:
+            if await self._try():
+                break
+            await asyncio.sleep(self._config.retry_period * (1 + 0.2 * random.random()))
+        log.info("became leader", lease=self._lease_name)
+
+    async def hold(self) -> None:
+        """Renew forever; raise LeadershipLost when renewal fails for too long."""
+        while True:
+            await asyncio.sleep(self._config.retry_period)
+            deadline = self._clock() + self._config.renew_deadline
+            while not await self._try():
+                if self._clock() >= deadline:
+                    self.is_leader = False
+                    raise LeadershipLost(f"could not renew lease {self._lease_name}")
+                await asyncio.sleep(self._config.retry_period / 4)
+
+    async def release(self) -> None:
+        """Give the lease up (best effort) so a successor need not wait it out."""
+        if not self.is_leader or self._observed is None:
+            return
+        spec = msgspec.structs.replace(
+            self._observed, holder_identity="", lease_duration_seconds=1, renew_time=_now()
+        )
+        try:
+            await self._put(spec)
+        except (ApiError, httpx.HTTPError) as error:
+            log.warning("could not release lease", error=str(error))
+        self.is_leader = False
+
+    @property
+    def _lease_name(self) -> str:
+        return f"{self._config.namespace}/{self._config.name}"
+
+    async def _try(self) -> bool:
+        """One acquire-or-renew attempt; False if someone else holds it (or an error)."""
+        try:
+            return await self._attempt()
+        except (ApiError, httpx.HTTPError, OSError) as error:
+            log.warning("lease attempt failed", error=str(error))
+            return False
+
+    async def _attempt(self) -> bool:
+        config = self._config
+        try:
+            raw = await self._client.get(LEASES, config.namespace, config.name)
+        except ApiError as error:
+            if not error.not_found:
+                raise
+            return await self._create()
+        lease = msgspec.json.decode(raw, type=Lease)
+        self._version = lease.metadata.resource_version
+        if lease.spec != self._observed:
+            self._observed, self._observed_at = lease.spec, self._clock()
+        holder = lease.spec.holder_identity
+        duration = lease.spec.lease_duration_seconds or config.lease_duration
+        if holder and holder != config.identity and self._clock() < self._observed_at + duration:
+            self.is_leader = False
+            return False
+        now = _now()
+        spec = msgspec.structs.replace(
+            lease.spec,
+            holder_identity=config.identity,
+            lease_duration_seconds=int(config.lease_duration),
+            renew_time=now,
+        )
+        if holder != config.identity:
+            spec = msgspec.structs.replace(
+                spec, acquire_time=now, lease_transitions=lease.spec.lease_transitions + 1
+            )
+        return await self._put(spec)
+
+    async def _create(self) -> bool:
+        now = _now()
+        spec = LeaseSpec(
+            holder_identity=self._config.identity,
+            lease_duration_seconds=int(self._config.lease_duration),
+            acquire_time=now,
+            renew_time=now,
+        )
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self._config.name, "namespace": self._config.namespace},
+            "spec": msgspec.to_builtins(spec),
+        }
+        try:
+            raw = await self._client.create(LEASES, self._config.namespace, body)
+        except ApiError as error:
+            if error.code == 409:
+                return False
+            raise
+        self._remember(raw)
+        return True
+
+    async def _put(self, spec: LeaseSpec) -> bool:
+        body: dict[str, Any] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self._config.name,
+                "namespace": self._config.namespace,
+                "resourceVersion": self._version,
+            },
+            "spec": msgspec.to_builtins(spec),
+        }
+        try:
+            raw = await self._client.replace(
+                LEASES, self._config.namespace, self._config.name, body
+            )
+        except ApiError as error:
+            if error.code == 409:
+                return False
+            raise
+        self._remember(raw)
+        return True
+
+    def _remember(self, raw: bytes) -> None:
+        lease = msgspec.json.decode(raw, type=Lease)
+        self._version = lease.metadata.resource_version
+        self._observed, self._observed_at = lease.spec, self._clock()
+        self.is_leader = lease.spec.holder_identity == self._config.identity
+
+
+def _now() -> str:
+    """A metav1.MicroTime."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,0 +1,283 @@
+"""The operator process: caches, workers, endpoints and (optionally) leader election.
+
+Start-up order matters:
+1. the health endpoints answer first (liveness must not depend on the API server);
+2. with leader election, wait for the Lease before touching anything;
+3. list and watch TFJobs, pods and services until all three caches are synced - a
+   reconcile before that would see a job without its pods and create duplicates;
+4. freeze the garbage collector's view of the now-large, long-lived cache (Python's
+   GC otherwise re-scans it on every collection: most of a big decode's time);
+5. run N workers.
+Shutdown (SIGTERM/SIGINT): stop handing out work, let in-flight reconciles finish,
+send the queued events (bounded), release the Lease, exit 0. Losing the Lease exits 1
+at once, as client-go does, so a new leader never overlaps with us for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from tfjob.api.observed import Pod, Service
+from tfjob.core.settings import Settings
+from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC
+from tfjob.runtimes.kubernetes.events import EventRecorder
+from tfjob.runtimes.kubernetes.expectations import Expectations
+from tfjob.runtimes.kubernetes.handlers import JOB_INDEX, Wiring, owning_job
+from tfjob.runtimes.kubernetes.informer import Informer
+from tfjob.runtimes.kubernetes.leader import LeaderConfig, LeaderElector, LeadershipLost
+from tfjob.runtimes.kubernetes.metrics import Metrics
+from tfjob.runtimes.kubernetes.reconciler import Caches, Reconciler
+from tfjob.runtimes.kubernetes.resources import OWNED_SELECTOR, PODS, SERVICES, TFJOBS
+from tfjob.runtimes.kubernetes.server import Servers
+from tfjob.runtimes.kubernetes.workqueue import WorkQueue
+
+log = structlog.get_logger("tfjob.operator")
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+EVENT_FLUSH_SECONDS = 5.0
+
+
+def default_lease_namespace() -> str:
+    """The operator's own namespace: $POD_NAMESPACE, the service account's, or tfjob-system."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    except OSError:
+        return "tfjob-system"
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    kubeconfig: str | None = None
+    namespace: str | None = None  # None: every namespace
+    workers: int = 4
+    cluster_domain: str = ""
+    metrics_port: int = 8080
+    health_port: int = 8081
+    bind_host: str = "0.0.0.0"
+    leader_elect: bool = False
+    lease_namespace: str = ""
+    lease_name: str = "tfjob-operator"
+    parallelism: int = 16  # concurrent creates/deletes within one reconcile
+    http2: bool = False
+
+
+class Operator:
+    """Everything the operator runs, wired together; `run` until `stop` is set."""
+
+    def __init__(self, options: OperatorOptions, client: KubeClient) -> None:
+        self.options = options
+        self.metrics = Metrics()
+        self.queue = WorkQueue(hooks=self.metrics.queue_hooks())
+        self.expectations = Expectations()
+        self.recorder = EventRecorder(client)
+        ns = options.namespace
+        self.caches = Caches(
+            jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns),
+            pods=Informer(client, PODS, POD_CODEC, namespace=ns, label_selector=OWNED_SELECTOR),
+            services=Informer(
+                client, SERVICES, SERVICE_CODEC, namespace=ns, label_selector=OWNED_SELECTOR
+            ),
+        )
+        self._wire()
+        self.reconciler = Reconciler(
+            client=client,
+            caches=self.caches,
+            expectations=self.expectations,
+            queue=self.queue,
+            recorder=self.recorder,
+            metrics=self.metrics,
+            settings=Settings(cluster_domain=options.cluster_domain),
+            parallelism=options.parallelism,
+        )
+        self.elector = (
+            LeaderElector(
+                client,
+                LeaderConfig(
+                    namespace=options.lease_namespace or default_lease_namespace(),
+                    name=options.lease_name,
+                    identity=f"{socket.gethostname()}_{uuid.uuid4()}",
+                ),
+            )
+            if options.leader_elect
+            else None
+        )
+        self.servers = Servers(
+            self.metrics,
+            self.synced,
+            host=options.bind_host,
+            metrics_port=options.metrics_port,
+            health_port=options.health_port,
+        )
+        self._synced = False
+
+    def _wire(self) -> None:
+        wiring = Wiring(self.queue, self.expectations, self.recorder, self.metrics)
+        self.caches.jobs.add_handlers(wiring.job_handlers())
+        self.caches.pods.add_index(JOB_INDEX, owning_job)
+        self.caches.services.add_index(JOB_INDEX, owning_job)
+        self.caches.pods.add_handlers(wiring.owned_handlers("pods", Pod))
+        self.caches.services.add_handlers(wiring.owned_handlers("services", Service))
+
+    def synced(self) -> bool:
+        return self._synced
+
+    # -- running ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Serve until `stop` is set (0) or the Lease is lost (1)."""
+        await self.servers.start()
+        log.info("endpoints listening", addresses=self.servers.addresses())
+        try:
+            if self.elector is not None and not await _unless_stopped(self.elector.acquire(), stop):
+                return 0
+            return await self._lead(stop)
+        finally:
+            if self.elector is not None:
+                await self.elector.release()
+            await self.servers.stop()
+
+    async def _lead(self, stop: asyncio.Event) -> int:
+        background = [
+            asyncio.create_task(self.caches.jobs.run(), name="informer-tfjobs"),
+            asyncio.create_task(self.caches.pods.run(), name="informer-pods"),
+            asyncio.create_task(self.caches.services.run(), name="informer-services"),
+            asyncio.create_task(self.queue.run_timer(), name="queue-timer"),
+            asyncio.create_task(self.recorder.run(), name="events"),
+        ]
+        if self.elector is not None:
+            background.append(asyncio.create_task(self.elector.hold(), name="lease"))
+        try:
+            if not await _unless_stopped(self._sync(), stop, background):
+                return self._exit_code(background)
+            async with asyncio.TaskGroup() as group:
+                for number in range(self.options.workers):
+                    group.create_task(self._work(), name=f"worker-{number}")
+                group.create_task(self._stop_when(stop, background))
+            await self.recorder.flush(EVENT_FLUSH_SECONDS)
+            return self._exit_code(background)
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+
+    async def _sync(self) -> None:
+        started = time.monotonic()
+        await asyncio.gather(*(i.synced.wait() for i in self._informers))
+        gc.collect()
+        gc.freeze()
+        self._synced = True
+        log.info(
+            "caches synced",
+            seconds=round(time.monotonic() - started, 3),
+            tfjobs=len(self.caches.jobs),
+            pods=len(self.caches.pods),
+            services=len(self.caches.services),
+        )
+
+    @property
+    def _informers(self) -> tuple[Informer[Any], ...]:
+        return (self.caches.jobs, self.caches.pods, self.caches.services)
+
+    async def _stop_when(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
+        """Shut the queue down on SIGTERM, or when a background task dies (lost Lease)."""
+        await _unless_stopped(asyncio.Event().wait(), stop, background)
+        log.info("stopping: finishing in-flight reconciles")
+        self.queue.shut_down()
+
+    async def _work(self) -> None:
+        while (key := await self.queue.get()) is not None:
+            structlog.contextvars.bind_contextvars(job=key)
+            started = time.perf_counter()
+            result = "success"
+            try:
+                await self.reconciler.reconcile(key)
+                self.queue.forget(key)
+            except Exception as error:  # a bad job must never stop a worker
+                result = "error"
+                self.metrics.reconcile_errors.labels(controller="tfjob-controller").inc()
+                log.warning("reconcile failed, will retry", error=str(error) or repr(error))
+                self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)
+                elapsed = time.perf_counter() - started
+                self.metrics.reconcile_time.labels(controller="tfjob-controller").observe(elapsed)
+                self.metrics.reconcile_total.labels(
+                    controller="tfjob-controller", result=result
+                ).inc()
+                structlog.contextvars.clear_contextvars()
+
+    @staticmethod
+    def _exit_code(background: list[asyncio.Task[None]]) -> int:
+        for task in background:
+            if task.done() and not task.cancelled():
+                error = task.exception()
+                if isinstance(error, LeadershipLost):
+                    log.error("leadership lost", error=str(error))
+                    return 1
+                if error is not None:
+                    log.error("background task failed", task=task.get_name(), error=repr(error))
+                    return 1
+        return 0
+
+
+async def _unless_stopped(
+    work: Awaitable[object],
+    stop: asyncio.Event,
+    watch: list[asyncio.Task[None]] | None = None,
+) -> bool:
+    """Run `work`; True if it finished, False if `stop` was set (or a task in `watch`
+    ended) first, in which case `work` is cancelled."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.create_task(stop.wait())
+    waiting = {task, stopper, *(watch or [])}
+    try:
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if task.done() and not task.cancelled() and task.exception() is None:
+        return True
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+    return False
+
+
+async def serve(options: OperatorOptions) -> int:
+    """Connect, run until SIGTERM/SIGINT, and return the exit code."""
+    client = KubeClient.connect(options.kubeconfig, http2=options.http2)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info(
+        "starting",
+        server=client.server,
+        namespace=options.namespace or "(all)",
+        workers=options.workers,
+        leader_elect=options.leader_elect,
+    )
+    try:
+        return await Operator(options, client).run(stop)
+    finally:
+        await client.close()
+        log.info("stopped")
+
+
+def run(options: OperatorOptions) -> int:
+    return asyncio.run(serve(options))
