@@ -161,7 +161,12 @@ def main() -> None:
         true_weights=[float(v) for v in true_w.ravel()] + [0.5],
         should_checkpoint=bool(chief),
         checkpoint=saved if chief else None,
+        output_dir=str(out),
     )
+    # One last collective as a barrier: nobody exits before every replica has printed
+    # its report. The job succeeds as soon as the chief (or worker 0) exits, and the
+    # replicas still running are then stopped, which could cut a slower one's report.
+    strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1)), axis=None)
 
 
 if __name__ == "__main__":

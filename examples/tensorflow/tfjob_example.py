@@ -58,7 +58,9 @@ def cluster_facts(
         "cluster_spec": {job: list(spec.job_tasks(job)) for job in spec.jobs},
         "is_chief": bool(multi_worker_util.is_chief(spec, task_type, task_id)),
         "rpc_layer": resolver.rpc_layer,
+        # Not parsed by TensorFlow: the runtime's own view, to cross-check the above.
         "pod_name": os.environ.get("TFJOB_POD_NAME"),
+        "tfjob_port": os.environ.get("TFJOB_PORT"),
         "pid": os.getpid(),
     }
 
@@ -70,7 +72,7 @@ def report(facts: dict[str, Any], **results: Any) -> None:
     losses = results.get("losses") or []
     summary = f"{facts['task_type']}:{facts['task_id']} is_chief={facts['is_chief']}"
     if losses:
-        summary += f" loss {losses[0]:.4f} -> {losses[-1]:.4f} over {len(losses)} steps"
+        summary += f" loss {losses[0]:.4f} -> {losses[-1]:.4f} ({len(losses)} values)"
     print(summary, flush=True)
 
 
