@@ -5,14 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import psutil
-from conftest import Harness, pod_manifest, python
+from tests.local.harness import Harness, gone_within, pod_manifest, python
+from tfjob.api.observed import Pod
 
 
-def _terminated(pod: object) -> tuple[int, str]:
-    from tfjob.api.observed import Pod
-
-    assert isinstance(pod, Pod)
+def _terminated(pod: Pod) -> tuple[int, str]:
     state = pod.status.container_statuses[0].state.terminated
     assert state is not None
     return state.exit_code, state.reason
@@ -143,24 +140,7 @@ async def test_leftover_processes_of_a_container_are_killed_when_it_exits(
     harness.kubelet.create_pod(pod_manifest("j-worker-0", python(code)))
     await harness.phase("j-worker-0", "Succeeded")
     grandchild = int(harness.lines[0][1])
-    assert _gone_soon([grandchild])
-
-
-def _gone_soon(pids: list[int], within: float = 2.0) -> bool:
-    """Whether every pid is dead (a SIGKILL takes effect a moment after it is sent)."""
-    deadline = time.monotonic() + within
-    while any(_alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    assert gone_within([grandchild])
 
 
 async def test_shutdown_stops_every_process(harness: Harness) -> None:
@@ -173,4 +153,4 @@ async def test_shutdown_stops_every_process(harness: Harness) -> None:
     pids = [int(line) for _, line in harness.lines]
     await harness.kubelet.shutdown()
     assert harness.kubelet.pods() == []
-    assert _gone_soon(pids)
+    assert gone_within(pids)

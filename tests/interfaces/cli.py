@@ -1,0 +1,67 @@
+"""Driving the real `tfjob` command in a child process, and writing jobs for it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
+RUN_LIMIT = 60.0  # seconds; every run in these tests takes a few
+
+
+def tfjob(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `tfjob ARGS` to the end; output captured as text."""
+    return subprocess.run(
+        [*TFJOB, *args], cwd=cwd, capture_output=True, text=True, timeout=RUN_LIMIT, env=_env()
+    )
+
+
+def start_tfjob(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
+    """Start `tfjob ARGS` in the background, stdout piped, stderr merged into it."""
+    return subprocess.Popen(
+        [*TFJOB, *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+    )
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def replica(code: str, *, replicas: int = 1, restart_policy: str = "Never") -> dict[str, Any]:
+    """A replica spec whose tensorflow container runs `code` with this Python."""
+    container = {"name": "tensorflow", "image": "python", "command": [sys.executable, "-c", code]}
+    return {
+        "replicas": replicas,
+        "restartPolicy": restart_policy,
+        "template": {"spec": {"containers": [container]}},
+    }
+
+
+def job(
+    name: str, run_policy: dict[str, Any] | None = None, **specs: dict[str, Any]
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"tfReplicaSpecs": specs}
+    if run_policy:
+        spec["runPolicy"] = run_policy
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def write(path: Path, *documents: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return path
