@@ -7,14 +7,15 @@ plain text, one line per line, ready for grep or a log file.
 
 from __future__ import annotations
 
-from typing import IO
-
-from rich.console import Console
-from rich.text import Text
+from typing import IO, TYPE_CHECKING
 
 from tfjob.core.plan import Event
-from tfjob.interfaces.live_view import LiveView
 from tfjob.runtimes.local.observer import ReplicaView
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tfjob.interfaces.live_view import LiveView
 
 _COLOURS = (
     "cyan",
@@ -37,10 +38,16 @@ class RunConsole:
 
     def __init__(self, stream: IO[str], job_name: str, *, live_view: bool) -> None:
         self._stream = stream
-        self._tty = stream.isatty()
-        self._rich = Console(file=stream, soft_wrap=True, highlight=False) if self._tty else None
         self._colours: dict[str, str] = {}
-        self._view = LiveView(self._rich, job_name) if self._rich and live_view else None
+        self._rich: Console | None = None
+        self._view: LiveView | None = None
+        if stream.isatty():  # rich costs a tenth of a second to import: only when shown
+            from rich.console import Console
+
+            from tfjob.interfaces.live_view import LiveView
+
+            self._rich = Console(file=stream, soft_wrap=True, highlight=False)
+            self._view = LiveView(self._rich, job_name) if live_view else None
 
     def __enter__(self) -> RunConsole:
         if self._view is not None:
@@ -56,8 +63,10 @@ class RunConsole:
             self._stream.write(f"[{replica}] {line}\n")
             self._stream.flush()
             return
+        from rich.text import Text
+
         prefix = Text(f"[{replica}] ", style=self._colour(replica.split("/")[0]))
-        self._rich.print(prefix + Text.from_ansi(line))
+        self._rich.print(Text.assemble(prefix, Text.from_ansi(line)))
 
     def event(self, event: Event) -> None:
         self.note(
@@ -71,8 +80,10 @@ class RunConsole:
             self._stream.write(f"[tfjob] {text}\n")
             self._stream.flush()
             return
+        from rich.text import Text
+
         style = "yellow" if warning else "dim"
-        self._rich.print(Text("[tfjob] ", style="bold") + Text(text, style=style))
+        self._rich.print(Text.assemble(("[tfjob] ", "bold"), (text, style)))
 
     def progress(self, state: str, replicas: list[ReplicaView]) -> None:
         if self._view is not None:
