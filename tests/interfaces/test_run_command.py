@@ -33,10 +33,10 @@ def test_the_ping_example_succeeds_from_any_folder(tmp_path: Path) -> None:
 
 def test_output_json_prints_the_final_job_alone_on_stdout(tmp_path: Path) -> None:
     path = write(tmp_path / "job.yaml", job("hello", Worker=replica("print('hi')")))
-    result = tfjob("run", str(path), "--run-dir", str(tmp_path / "run"), "-o", "json")
+    result = tfjob("run", str(path), "--run-dir", str(tmp_path / "run"), "-o", "json", "-n", "team")
     assert result.returncode == 0, result.stderr
     final = json.loads(result.stdout)
-    assert final["metadata"]["name"] == "hello"
+    assert (final["metadata"]["name"], final["metadata"]["namespace"]) == ("hello", "team")
     assert [c["type"] for c in final["status"]["conditions"]][-1] == "Succeeded"
     assert "[worker-0] hi" in result.stderr.splitlines()
 

@@ -13,7 +13,7 @@ import msgspec
 import yaml
 
 from tfjob.api import constants as c
-from tfjob.api.types import TFJob, to_dict
+from tfjob.api.types import JobCondition, TFJob, to_dict
 from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput, invalid, read_jobs
 from tfjob.runtimes.local import preflight
@@ -146,14 +146,21 @@ async def _run(job: TFJob, options: RunOptions, console: RunConsole) -> tuple[TF
 def _exit_status(job: TFJob, stopped_by: int | None) -> int:
     if stopped_by is not None:
         return 128 + stopped_by
-    failed = next(
-        (cond for cond in job.status.conditions if cond.type == c.FAILED and cond.status == "True"),
-        None,
-    )
+    failed = _true_condition(job, c.FAILED)
     if failed is not None:
         click.echo(f"tfjob: {job.metadata.name} failed: {failed.message}", err=True)
         return EXIT_FAILED
+    if _true_condition(job, c.SUCCEEDED) is None:
+        click.echo(f"tfjob: {job.metadata.name} ended without succeeding", err=True)
+        return EXIT_FAILED
     return EXIT_SUCCEEDED
+
+
+def _true_condition(job: TFJob, condition_type: str) -> JobCondition | None:
+    return next(
+        (k for k in job.status.conditions if k.type == condition_type and k.status == "True"),
+        None,
+    )
 
 
 def _default_run_dir(job_name: str) -> Path:
