@@ -571,10 +571,11 @@ class ControlPlane:
         ]
         if not has_default_route():
             # Without a default route the apiserver cannot pick an advertise address
-            # and refuses to start; nothing routes to it here anyway, and with no
-            # endpoint reconciler it is never written into the `kubernetes` Service.
+            # and refuses to start. Nothing connects to that address here, and with
+            # no endpoint reconciler it is never written into the `kubernetes`
+            # Service; with no local address at all, a TEST-NET-1 one will do.
             args += [
-                f"--advertise-address={_non_loopback_ipv4() or '10.0.0.1'}",
+                f"--advertise-address={_non_loopback_ipv4() or '192.0.2.1'}",
                 "--endpoint-reconciler-type=none",
             ]
         self._apiserver = self._spawn("kube-apiserver", args)

@@ -1,0 +1,220 @@
+"""Fixtures for tests against a real Kubernetes control plane (etcd + kube-apiserver).
+
+One control plane serves the whole session (starting one costs seconds); each test
+gets a fresh namespace for isolation. Contracts, for test writers:
+
+- ``control_plane`` (session): a started ``ControlPlane``. If the binaries are missing
+  and cannot be built, the test is skipped with a one-line reason, or failed when the
+  environment has ``CI=true`` (a CI run must never pass by skipping). Set
+  ``TFJOB_ENVTEST_BUILD=0`` to never build (skip instead) on a machine without a cache.
+- ``kubeconfig`` (session): path of an admin (system:masters) kubeconfig; hand it to
+  the operator or any client (``--kubeconfig``).
+- ``operator_kubeconfig`` (session): kubeconfig of the operator's ServiceAccount
+  identity, ``system:serviceaccount:tfjob-system:tfjob-operator``; RBAC applies to it
+  once ``rbac_installed`` (or manifests/base/rbac.yaml) has been applied.
+- ``kube`` (session): a lightkube sync ``Client`` with admin rights.
+- ``namespace`` (function): name of a fresh namespace, deleted (best effort) after the
+  test. Without a controller-manager a deleted namespace stays Terminating, which is
+  harmless: names are unique.
+- ``kubelet`` (session): a ``FakeKubelet`` (tests/support/kubelet.py).
+- ``crd_installed`` (session): manifests/base/crd.yaml applied and Established; its
+  value is the lightkube generic resource class for TFJob (``.Status`` included).
+- ``rbac_installed`` (session): the namespace, ServiceAccount and RBAC from
+  manifests/base applied.
+
+Every test here is marked ``controlplane`` (deselect with ``-m "not controlplane"``).
+When one fails, the apiserver's and etcd's log tails are added to its report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import ApiError, Client
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.core_v1 import Namespace
+
+from tests.support.controlplane import (
+    MANIFESTS_BASE,
+    Assets,
+    ControlPlane,
+    ControlPlaneError,
+    ControlPlaneUnavailable,
+    apply_documents,
+    find_assets,
+    load_manifest,
+    tfjob_resource,
+)
+from tests.support.kubelet import FakeKubelet
+
+_HERE = Path(__file__).resolve().parent
+_ASSETS = pytest.StashKey[Assets | ControlPlaneUnavailable]()
+_PLANE = pytest.StashKey[ControlPlane]()
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def _is_here(item: pytest.Item) -> bool:
+    return _HERE in Path(str(item.path)).resolve().parents
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark this suite ``controlplane`` so it can be selected or deselected as a whole."""
+    for item in items:
+        if _is_here(item):
+            item.add_marker(pytest.mark.controlplane)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Find (or build) the binaries before any test runs, outside per-test timeouts.
+
+    A cold build takes minutes; inside a fixture it would count against the first
+    test's timeout. Only done when some selected test needs the control plane.
+    """
+    config = session.config
+    if config.option.collectonly or _ASSETS in config.stash:
+        return
+    if not any("control_plane" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    try:
+        config.stash[_ASSETS] = find_assets(build=False)
+        return
+    except ControlPlaneUnavailable as exc:
+        config.stash[_ASSETS] = exc
+    if os.environ.get("TFJOB_ENVTEST_BUILD", "1") == "0":
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(
+            "control plane: building kube-apiserver and etcd from Go modules "
+            "(first run only, 5-12 min; see docs/control-plane.md)"
+        )
+    try:
+        config.stash[_ASSETS] = find_assets(build=True)
+    except ControlPlaneUnavailable as exc:
+        config.stash[_ASSETS] = exc
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Attach the control plane's log tails to the report of a failed test."""
+    report: Any = yield
+    plane = item.config.stash.get(_PLANE, None)
+    if report.failed and plane is not None and "control_plane" in getattr(item, "fixturenames", ()):
+        report.sections.append(("control plane logs", plane.log_tails(60)))
+    return report  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
+    """One real etcd + kube-apiserver for the whole session."""
+    assets = pytestconfig.stash.get(_ASSETS, None)
+    if assets is None:  # collected in an unusual way; resolve now
+        try:
+            assets = find_assets(build=os.environ.get("TFJOB_ENVTEST_BUILD", "1") != "0")
+        except ControlPlaneUnavailable as exc:
+            assets = exc
+    if isinstance(assets, ControlPlaneUnavailable):
+        reason = f"no Kubernetes control plane: {assets}"
+        if _in_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    plane = ControlPlane(assets)
+    try:
+        plane.start()
+    except ControlPlaneUnavailable as exc:
+        if _in_ci():
+            pytest.fail(f"no Kubernetes control plane: {exc}", pytrace=False)
+        pytest.skip(f"no Kubernetes control plane: {exc}")
+    except ControlPlaneError as exc:
+        # The binaries exist, so this is a real failure everywhere, not a skip.
+        pytest.fail(f"the control plane did not start:\n{exc}", pytrace=False)
+    pytestconfig.stash[_PLANE] = plane
+    try:
+        yield plane
+    finally:
+        del pytestconfig.stash[_PLANE]
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: ControlPlane) -> Path:
+    """Admin kubeconfig (system:masters) for the session's control plane."""
+    return control_plane.kubeconfig_path
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(control_plane: ControlPlane) -> Path:
+    """Kubeconfig authenticating as the operator's ServiceAccount (RBAC applies)."""
+    return control_plane.operator_kubeconfig_path
+
+
+@pytest.fixture(scope="session")
+def kube(kubeconfig: Path) -> Iterator[Client]:
+    """A lightkube sync client with admin rights."""
+    client = Client(KubeConfig.from_file(kubeconfig), field_manager="tfjob-tests")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def kubelet(kube: Client) -> FakeKubelet:
+    """Stands in for the kubelet: moves pods through their phases via pods/status."""
+    return FakeKubelet(kube)
+
+
+def _namespace_name(node_name: str) -> str:
+    """A readable, unique, valid namespace name derived from the test's name."""
+    stem = re.sub(r"[^a-z0-9]+", "-", node_name.lower()).strip("-")[:40].strip("-")
+    return f"{stem or 't'}-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def namespace(kube: Client, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards (best effort)."""
+    name = _namespace_name(request.node.name)
+    kube.create(Namespace(metadata=ObjectMeta(name=name, labels={"tfjob-test": "true"})))
+    yield name
+    with contextlib.suppress(ApiError):
+        kube.delete(Namespace, name)
+
+
+def _wait_established(kube: Client, name: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        crd = kube.get(CustomResourceDefinition, name)
+        conditions = (crd.status.conditions if crd.status else None) or []
+        if any(c.type == "Established" and c.status == "True" for c in conditions):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"CRD {name} not Established within {timeout:.0f} s")
+
+
+@pytest.fixture(scope="session")
+def crd_installed(kube: Client) -> Any:
+    """The TFJob CRD from manifests/base/crd.yaml, applied and Established.
+
+    Returns the lightkube generic resource class for TFJob.
+    """
+    apply_documents(kube, load_manifest(MANIFESTS_BASE / "crd.yaml"))
+    _wait_established(kube, "tfjobs.kubeflow.org")
+    return tfjob_resource()
+
+
+@pytest.fixture(scope="session")
+def rbac_installed(kube: Client, crd_installed: Any) -> None:
+    """The operator's namespace, ServiceAccount, ClusterRole and bindings applied."""
+    for name in ("namespace.yaml", "service-account.yaml", "rbac.yaml"):
+        apply_documents(kube, load_manifest(MANIFESTS_BASE / name))
