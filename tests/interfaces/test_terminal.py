@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.interfaces.cli import RUN_LIMIT, TFJOB, job, replica, tfjob, write
 
 _JOB = job("shown", Worker=replica("print('hello')", replicas=2))
+_JOB["spec"]["successPolicy"] = "AllWorkers"  # wait for both, not just worker-0
 
 
 def _run_on_terminal(*args: str) -> tuple[int, str]:
