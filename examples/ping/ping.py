@@ -102,8 +102,10 @@ def run_worker(server: socket.socket, index: int, ps: str) -> int:
     with peer, peer.makefile("rw") as stream:
         if stream.readline().strip() != "ping":
             return 1
+        # Printed before answering: once the chief has its answer the job may succeed
+        # and this replica be stopped.
+        print(f"worker {index} got the chief's ping")
         stream.write(f"pong {index}\n")
-    print(f"worker {index} answered the chief")
     return 0
 
 

@@ -22,11 +22,11 @@ def test_the_ping_example_succeeds_from_any_folder(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert "[chief-0] chief reached all 2 workers: TF_CONFIG and ports are right" in lines
-    assert "[worker-1] worker 1 answered the chief" in lines
+    assert "[worker-1] worker 1 got the chief's ping" in lines
     assert any(line.startswith("[ps-0] ps 0 listening on 127.0.0.1:") for line in lines)
     for pod in ("ping-chief-0", "ping-ps-0", "ping-worker-0", "ping-worker-1"):
         assert (run_dir / f"{pod}.log").is_file()
-    assert "answered the chief" in (run_dir / "ping-worker-0.log").read_text()
+    assert "worker 0 got the chief's ping" in (run_dir / "ping-worker-0.log").read_text()
     final = yaml.safe_load((run_dir / "job.yaml").read_text())
     assert final["status"]["conditions"][-1]["type"] == "Succeeded"
 
