@@ -28,7 +28,7 @@ from tfjob_example import (
     FEATURES,
     base_parser,
     cluster_facts,
-    output_dir,
+    model_dir,
     regression_data,
     report,
     resolve_cluster,
@@ -135,10 +135,10 @@ def main() -> None:
 
     # Saving is done by every worker (the TF guidance for MWMS); only the chief's copy
     # is kept, the others write to a scratch folder that is removed again.
-    out = output_dir(args.output_dir)
+    out = model_dir(args.model_dir)
     checkpoint = tf.train.Checkpoint(w=w, b=b, step=step)
     chief = strategy.extended.should_checkpoint
-    target = out / "model" if chief else out / f"scratch-{facts['task_type']}-{facts['task_id']}"
+    target = out / "final" if chief else out / f"scratch-{facts['task_type']}-{facts['task_id']}"
     saved = checkpoint.write(str(target / "ckpt"))
     if chief:
         say(f"checkpoint written to {saved}")
@@ -161,7 +161,7 @@ def main() -> None:
         true_weights=[float(v) for v in true_w.ravel()] + [0.5],
         should_checkpoint=bool(chief),
         checkpoint=saved if chief else None,
-        output_dir=str(out),
+        model_dir=str(out),
     )
     # One last collective as a barrier: nobody exits before every replica has printed
     # its report. The job succeeds as soon as the chief (or worker 0) exits, and the

@@ -40,7 +40,7 @@ from tfjob_example import (
     base_parser,
     cluster_facts,
     fail,
-    output_dir,
+    model_dir,
     regression_data,
     report,
     resolve_cluster,
@@ -125,7 +125,7 @@ def coordinate(args: Any, resolver: Any, facts: dict[str, Any]) -> None:
         )  # fmt: skip
         return loss, global_step, pipeline
 
-    out = output_dir(args.output_dir)
+    out = model_dir(args.model_dir)
     checkpoint = tf.train.Checkpoint(w=w, b=b, step=step)
     manager = tf.train.CheckpointManager(checkpoint, str(out / "checkpoints"), max_to_keep=5)
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
@@ -179,7 +179,7 @@ def coordinate(args: Any, resolver: Any, facts: dict[str, Any]) -> None:
         checkpoint=final,
         final_eval_loss=evaluation.get("loss"),
         final_eval_step=evaluation.get("step"),
-        output_dir=str(out),
+        model_dir=str(out),
     )
 
 
@@ -204,7 +204,7 @@ def wait_for_evaluation(out: Path, cluster: dict[str, Any], seconds: float) -> d
 
 def evaluate(args: Any, facts: dict[str, Any]) -> None:
     """Side-car evaluator: score each newest checkpoint of the chief until the final one."""
-    out = output_dir(args.output_dir)
+    out = model_dir(args.model_dir)
     x, y, _ = regression_data(examples=1024, seed=4321)  # held out: a different draw
     w = tf.Variable(tf.zeros([FEATURES, 1]), name="w")
     b = tf.Variable(tf.zeros([1]), name="b")
@@ -230,7 +230,7 @@ def evaluate(args: Any, facts: dict[str, Any]) -> None:
         if finished and seen == json.loads((out / DONE_FILE).read_text())["checkpoint"]:
             (out / EVAL_DONE_FILE).write_text(json.dumps(evaluations[-1]))
             losses = [e["loss"] for e in evaluations]
-            report(facts, evaluations=evaluations, losses=losses, output_dir=str(out))
+            report(facts, evaluations=evaluations, losses=losses, model_dir=str(out))
             return
         time.sleep(0.5)
     fail("no final checkpoint from the chief")

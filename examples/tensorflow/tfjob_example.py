@@ -1,4 +1,4 @@
-"""Helpers shared by the TensorFlow examples: cluster report, synthetic data, output dir.
+"""Helpers shared by the TensorFlow examples: cluster report, synthetic data, model dir.
 
 Every replica of every example prints one machine-readable line,
 
@@ -26,7 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 REPORT_PREFIX = "TFJOB_REPORT "
-OUTPUT_DIR_ENV = "TFJOB_EXAMPLE_OUTPUT_DIR"
+# Not TFJOB_*: tfjob run does not pass variables of that prefix on to replicas.
+MODEL_DIR_ENV = "MODEL_DIR"
 
 FEATURES = 8
 EXAMPLES = 4096
@@ -98,31 +99,30 @@ def regression_data(
     return x, y, true_w
 
 
-def output_dir(explicit: str | None) -> Path:
-    """Where the chief writes checkpoints: flag, then env var, then a per-run temp folder.
+def model_dir(explicit: str | None) -> Path:
+    """This run's folder for checkpoints: `<base>/<job>-<run id>`.
 
-    The default must be the same folder for every replica of one run (the evaluator
-    reads what the chief writes) and a new one for each run (old checkpoints would be
-    resumed or evaluated). The cluster addresses in TF_CONFIG have exactly that property:
-    the runtime picks fresh ports per run and shares them with every replica.
+    `<base>` is the flag, else $MODEL_DIR, else `<tmp>/tfjob-examples`. The sub-folder
+    must be the same for every replica of one run (the evaluator reads what the chief
+    writes) and new for each run (the evaluator must not score an earlier run's
+    checkpoints). The cluster addresses in TF_CONFIG have exactly that property: the
+    runtime picks fresh ports per run and gives the same list to every replica.
     """
-    chosen = explicit or os.environ.get(OUTPUT_DIR_ENV)
-    if chosen:
-        return Path(chosen)
+    base = explicit or os.environ.get(MODEL_DIR_ENV)
+    root = Path(base) if base else Path(tempfile.gettempdir()) / "tfjob-examples"
     cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
     digest = hashlib.sha256(json.dumps(cluster, sort_keys=True).encode()).hexdigest()[:12]
-    pod = os.environ.get("TFJOB_POD_NAME", "job-x-0")
-    job = pod.rsplit("-", 2)[0]
-    return Path(tempfile.gettempdir()) / "tfjob-examples" / f"{job}-{digest}"
+    job = os.environ.get("TFJOB_POD_NAME", "local-x-0").rsplit("-", 2)[0]
+    return root / f"{job}-{digest}"
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:
     """Flags every example accepts."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
-        "--output-dir",
+        "--model-dir",
         default=None,
-        help=f"checkpoint folder (default: ${OUTPUT_DIR_ENV}, else a per-run temp folder)",
+        help=f"base folder for checkpoints (default: ${MODEL_DIR_ENV}, else <tmp>/tfjob-examples)",
     )
     return parser
 

@@ -1,0 +1,1 @@
+"""Real TensorFlow training through `tfjob run`: the examples in examples/tensorflow."""

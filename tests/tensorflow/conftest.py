@@ -1,0 +1,48 @@
+"""Gate for the TensorFlow suite: it needs a `python3` that can import tensorflow.
+
+The replicas of the example jobs run `python3` from PATH (their YAML `command`), so that
+interpreter, not necessarily the one running pytest, is the one checked, once per
+session. Without tensorflow every test here is skipped with a one-line reason, except
+under CI=true, where they fail: a CI run must never pass by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+_IMPORT_LIMIT = 180.0  # seconds; importing tensorflow takes several on a busy machine
+
+
+@pytest.fixture(scope="session")
+def _tensorflow_check() -> str | None:
+    """None if `python3` on PATH imports tensorflow, else why not."""
+    python = shutil.which("python3")
+    if python is None:
+        return "no python3 on PATH to run the replicas"
+    try:
+        done = subprocess.run(
+            [python, "-c", "import tensorflow"],
+            capture_output=True,
+            text=True,
+            timeout=_IMPORT_LIMIT,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
+    except subprocess.TimeoutExpired:
+        return f"`{python} -c 'import tensorflow'` took over {_IMPORT_LIMIT:.0f}s"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        return f"tensorflow is not importable by {python} ({last}); pip install -e '.[tensorflow]'"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _require_tensorflow(_tensorflow_check: str | None) -> None:
+    if _tensorflow_check is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {_tensorflow_check}")
+    pytest.skip(_tensorflow_check)
