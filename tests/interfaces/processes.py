@@ -26,18 +26,19 @@ _SLEEPER = (
 )
 
 
+# The same, but deaf to SIGTERM: only SIGKILL stops it.
+STUBBORN = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + _SLEEPER
+
+
 @contextlib.contextmanager
 def started_replicas(
-    tmp_path: Path, replicas: int
+    tmp_path: Path, replicas: int, code: str = _SLEEPER, grace_period: str = "1"
 ) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
     """tfjob running `replicas` workers; yields it and every pid of the job's processes
     (replicas, their grandchildren, and tfjob's watchdog)."""
-    path = write(
-        tmp_path / "job.yaml", job("sleepers", Worker=replica(_SLEEPER, replicas=replicas))
-    )
-    process = start_tfjob(
-        "run", str(path), "--run-dir", str(tmp_path / "run"), "--grace-period", "1"
-    )
+    path = write(tmp_path / "job.yaml", job("sleepers", Worker=replica(code, replicas=replicas)))
+    run_dir = str(tmp_path / "run")
+    process = start_tfjob("run", str(path), "--run-dir", run_dir, "--grace-period", grace_period)
     try:
         lines = _lines(process)
         pids: list[int] = []
@@ -71,4 +72,4 @@ def _lines(process: subprocess.Popen[str]) -> queue.Queue[str]:
     return lines
 
 
-__all__ = ["gone_within", "started_replicas"]
+__all__ = ["STUBBORN", "gone_within", "started_replicas"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.interfaces.cli import REPO, job, replica, tfjob, write
-from tests.interfaces.processes import gone_within, started_replicas
+from tests.interfaces.processes import STUBBORN, gone_within, started_replicas
 
 
 def test_the_ping_example_succeeds_from_any_folder(tmp_path: Path) -> None:
@@ -117,6 +117,18 @@ def test_a_stop_signal_stops_every_replica(tmp_path: Path, signum: int, status: 
     with started_replicas(tmp_path, replicas=2) as (tfjob_process, pids):
         tfjob_process.send_signal(signum)
         assert tfjob_process.wait(timeout=30) == status
+        assert gone_within(pids, 5.0)
+
+
+def test_a_second_ctrl_c_skips_the_grace_period(tmp_path: Path) -> None:
+    with started_replicas(tmp_path, 1, code=STUBBORN, grace_period="30") as (process, pids):
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert process.poll() is None  # still waiting for the replica to go
+        began = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 130
+        assert time.monotonic() - began < 5
         assert gone_within(pids, 5.0)
 
 

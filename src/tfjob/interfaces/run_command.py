@@ -84,9 +84,13 @@ def command(
     children are killed too.
 
     \b
+    A second Ctrl-C skips the grace period.
+
+    \b
     A file holding several TFJobs is rejected: run one job per file.
     Exit status: 0 Succeeded, 1 Failed, 2 bad input (nothing started),
-    130 Ctrl-C, 143 SIGTERM.
+    130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP.
+    Example: tfjob run examples/ping/job.yaml
     """
     job = _one_job(job_file)
     base_dir = job_file.resolve().parent

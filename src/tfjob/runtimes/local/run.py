@@ -69,10 +69,6 @@ class LocalRun:
         self._settings = Settings(local_addresses=pick_addresses(self.job), require_image=False)
         self._kubelet: LocalKubelet | None = None
 
-    @property
-    def addresses(self) -> dict[str, list[str]]:
-        return self._settings.local_addresses or {}
-
     def stop(self) -> None:
         """End the run early (Ctrl-C, SIGTERM); a second call kills without grace."""
         if self._stopping and self._kubelet is not None:
@@ -86,7 +82,7 @@ class LocalRun:
         self._kubelet = LocalKubelet(
             base_dir=self.options.base_dir,
             log_dir=self.options.run_dir,
-            addresses=self.addresses,
+            addresses=self._settings.local_addresses,
             grace_period=self.options.grace_period,
             on_line=self._observer.log_line,
             on_change=self._wake.set,
@@ -106,11 +102,11 @@ class LocalRun:
             plan = reconcile(
                 self.job, kubelet.pods(), self._services.list(), datetime.now(UTC), self._settings
             )
-            if plan.status_first:
-                self.job.status = plan.status
+            # The status lives in memory and cannot fail to be written, so keeping it
+            # before acting satisfies `status_first` whichever way the plan sets it.
+            self.job.status = plan.status
             self._record(plan.events)
             acted = [self._act(kubelet, action) for action in plan.actions]
-            self.job.status = plan.status
             self._report(kubelet)
             if any(isinstance(a, DeleteJob) for a in plan.actions):
                 return
