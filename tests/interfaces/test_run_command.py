@@ -138,3 +138,17 @@ def test_killing_tfjob_leaves_no_process_behind(tmp_path: Path) -> None:
         tfjob_process.send_signal(signal.SIGKILL)
         tfjob_process.wait(timeout=10)
         assert gone_within(pids, 5.0)
+
+
+@pytest.mark.parametrize("policy", ["None", "All"])
+def test_replicas_left_running_at_the_end_are_stopped(tmp_path: Path, policy: str) -> None:
+    pid_file = tmp_path / "ps.pid"
+    ps = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    worker = f"import os, time\nwhile not os.path.exists({str(pid_file)!r}): time.sleep(0.05)"
+    spec = job("cleanup", {"cleanPodPolicy": policy}, PS=replica(ps), Worker=replica(worker))
+    path = write(tmp_path / "job.yaml", spec)
+    result = tfjob("run", str(path), "--run-dir", str(tmp_path / "run"), "--grace-period", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    deleted_by_the_core = "Deleted pod: cleanup-ps-0" in result.stdout
+    assert deleted_by_the_core == (policy == "All")
+    assert gone_within([int(pid_file.read_text())], 2.0)
