@@ -52,6 +52,7 @@ def test_exit_code_137_is_retried_and_the_restart_recorded(tmp_path: Path) -> No
     marker = tmp_path / "killed-once"
     code = (
         f"import os, pathlib, signal; m = pathlib.Path({str(marker)!r})\n"
+        "print('port', os.environ['TFJOB_PORT'], flush=True)\n"
         "if not m.exists(): m.touch(); os.kill(os.getpid(), signal.SIGKILL)\n"
         "print('second life')"
     )
@@ -61,7 +62,10 @@ def test_exit_code_137_is_retried_and_the_restart_recorded(tmp_path: Path) -> No
     run_dir = tmp_path / "run"
     result = tfjob("run", str(path), "--run-dir", str(run_dir))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "[worker-0] second life" in result.stdout.splitlines()
+    lines = result.stdout.splitlines()
+    assert "[worker-0] second life" in lines
+    ports = [line for line in lines if line.startswith("[worker-0] port ")]
+    assert len(ports) == 2 and ports[0] == ports[1]  # the recreated pod keeps its port
     final = yaml.safe_load((run_dir / "job.yaml").read_text())
     assert final["status"]["restartCount"] == 1
     assert final["status"]["conditions"][-1]["type"] == "Succeeded"
