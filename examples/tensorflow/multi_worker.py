@@ -107,6 +107,13 @@ def main() -> None:
             strategy.experimental_local_results(seen)[0],
         )
 
+    def one() -> tf.Tensor:
+        return tf.constant(1.0)
+
+    @tf.function
+    def barrier() -> tf.Tensor:
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(one), axis=None)
+
     iterator = iter(dataset)
     w0, b0 = w.numpy(), b.numpy()
     losses: list[float] = []
@@ -166,7 +173,7 @@ def main() -> None:
     # One last collective as a barrier: nobody exits before every replica has printed
     # its report. The job succeeds as soon as the chief (or worker 0) exits, and the
     # replicas still running are then stopped, which could cut a slower one's report.
-    strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1)), axis=None)
+    barrier()
 
 
 if __name__ == "__main__":
