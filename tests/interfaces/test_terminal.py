@@ -37,7 +37,7 @@ def test_a_terminal_gets_colour_and_the_live_table(tmp_path: Path) -> None:
     status, output = _run_on_terminal("run", str(path), "--run-dir", str(tmp_path / "run"))
     assert status == 0, output
     assert "\x1b[" in output  # colour
-    assert "Replica" in output and "Restarts" in output and "Elapsed" in output
+    assert "REPLICA" in output and "RESTARTS" in output and "ELAPSED" in output
     assert "shown-worker-1" in output
     assert "hello" in output
 
@@ -49,7 +49,7 @@ def test_no_view_keeps_colour_but_drops_the_table(tmp_path: Path) -> None:
     )
     assert status == 0, output
     assert "\x1b[" in output
-    assert "Restarts" not in output
+    assert "RESTARTS" not in output
 
 
 def test_a_pipe_gets_plain_lines_only(tmp_path: Path) -> None:
@@ -57,5 +57,5 @@ def test_a_pipe_gets_plain_lines_only(tmp_path: Path) -> None:
     result = tfjob("run", str(path), "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout + result.stderr
-    assert "Restarts" not in result.stdout
+    assert "RESTARTS" not in result.stdout
     assert {"[worker-0] hello", "[worker-1] hello"} <= set(result.stdout.splitlines())

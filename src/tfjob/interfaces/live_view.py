@@ -11,15 +11,17 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
+from rich.text import Text
 
 from tfjob.runtimes.local.observer import ReplicaView
 
+_HEADER = ("REPLICA", "POD", "PHASE", "RESTARTS", "ELAPSED")
 _PHASE_STYLE = {
     "Pending": "yellow",
     "Running": "cyan",
     "Succeeded": "green",
     "Failed": "red",
+    "Terminating": "magenta",
 }
 
 
@@ -49,22 +51,31 @@ class LiveView:
         self._replicas = replicas
         self._live.refresh()
 
-    def _table(self) -> Table:
-        title = f"TFJob {self._job_name}" + (f": {self._state}" if self._state else "")
-        table = Table(title=title, title_justify="left", expand=False)
-        for column in ("Replica", "Pod", "Phase", "Restarts", "Elapsed"):
-            table.add_column(column)
+    def _table(self) -> Text:
+        """The table as styled text laid out by hand, like `kubectl get pods`: a rich
+        Table costs about ten times as much to draw, every second."""
         now = datetime.now(UTC)
-        for view in sorted(self._replicas, key=lambda v: v.pod_name):
-            phase = "Terminating" if view.terminating else view.phase
-            table.add_row(
+        rows = [
+            (
                 view.replica,
                 view.pod_name,
-                f"[{_PHASE_STYLE.get(phase, 'magenta')}]{phase}[/]",
+                "Terminating" if view.terminating else view.phase,
                 str(view.restarts),
                 _elapsed(view.started_at, now),
             )
-        return table
+            for view in sorted(self._replicas, key=lambda v: v.pod_name)
+        ]
+        widths = [max(len(row[i]) for row in [_HEADER, *rows]) for i in range(len(_HEADER))]
+        title = f"TFJob {self._job_name}" + (f": {self._state}" if self._state else "")
+        text = Text()
+        text.append(title + "\n", style="bold")
+        for number, row in enumerate([_HEADER, *rows]):
+            for column, cell in enumerate(row):
+                style = "dim" if number == 0 else _PHASE_STYLE.get(cell, "") if column == 2 else ""
+                text.append(cell.ljust(widths[column] + 2), style=style)
+            text.append("\n")
+        text.rstrip()
+        return text
 
 
 def _elapsed(started: datetime | None, now: datetime) -> str:
