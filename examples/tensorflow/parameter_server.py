@@ -22,6 +22,7 @@ pipeline.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -64,7 +65,11 @@ def serve(resolver: tf.distribute.cluster_resolver.TFConfigClusterResolver) -> N
     server.join()
 
 
-def coordinate(args: Any, resolver: Any, facts: dict[str, Any]) -> None:
+def coordinate(
+    args: argparse.Namespace,
+    resolver: tf.distribute.cluster_resolver.TFConfigClusterResolver,
+    facts: dict[str, Any],
+) -> None:
     """Chief: build the model on the PS, schedule steps on the workers, checkpoint."""
     cluster = resolver.cluster_spec().as_dict()
     num_ps, num_workers = len(cluster.get("ps", [])), len(cluster.get("worker", []))
@@ -202,7 +207,7 @@ def wait_for_evaluation(out: Path, cluster: dict[str, Any], seconds: float) -> d
     return {}
 
 
-def evaluate(args: Any, facts: dict[str, Any]) -> None:
+def evaluate(args: argparse.Namespace, facts: dict[str, Any]) -> None:
     """Side-car evaluator: score each newest checkpoint of the chief until the final one."""
     out = model_dir(args.model_dir)
     x, y, _ = regression_data(examples=1024, seed=4321)  # held out: a different draw
