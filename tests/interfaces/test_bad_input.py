@@ -54,6 +54,10 @@ def _unknown_command(doc: dict[str, Any]) -> None:
     _containers(doc)[0]["command"] = ["no-such-tool-tfjob", "--flag"]
 
 
+def _command_as_string(doc: dict[str, Any]) -> None:
+    _containers(doc)[0]["command"] = "python3 train.py"
+
+
 CASES = {
     "wrong apiVersion": (
         _set("apiVersion", "kubeflow.org/v2"),
@@ -81,6 +85,10 @@ CASES = {
         _unknown_command,
         'spec.tfReplicaSpecs[Worker].template.spec.containers[0].command[0]: "no-such-tool-tfjob"'
         " is not an executable on PATH",
+    ),
+    "command not a list": (
+        _command_as_string,
+        "containers[0].command: must be a list, got 'python3 train.py'",
     ),
     "no command": (
         _missing_command,

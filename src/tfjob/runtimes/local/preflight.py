@@ -49,6 +49,14 @@ def _check_container(
             "point workingDir at an existing folder",
         )
         return
+    for field in ("command", "args"):
+        if not isinstance(container.get(field) or [], list):
+            yield FieldError(
+                f"{where}.{field}",
+                f"must be a list, got {container[field]!r}",
+                f"write one item per word, e.g. {field}: [python3, train.py]",
+            )
+            return
     command = container.get("command") or []
     if not command:
         yield FieldError(
