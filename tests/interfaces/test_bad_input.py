@@ -58,6 +58,11 @@ def _command_as_string(doc: dict[str, Any]) -> None:
     _containers(doc)[0]["command"] = "python3 train.py"
 
 
+def _secret_env(doc: dict[str, Any]) -> None:
+    source = {"secretKeyRef": {"name": "creds", "key": "token"}}
+    _containers(doc)[0]["env"] = [{"name": "TOKEN", "valueFrom": source}]
+
+
 CASES = {
     "wrong apiVersion": (
         _set("apiVersion", "kubeflow.org/v2"),
@@ -89,6 +94,10 @@ CASES = {
     "command not a list": (
         _command_as_string,
         "containers[0].command: must be a list, got 'python3 train.py'",
+    ),
+    "env from a secret": (
+        _secret_env,
+        "containers[0].env[0].valueFrom: secretKeyRef is not supported locally",
     ),
     "no command": (
         _missing_command,
