@@ -112,6 +112,11 @@ def _run_build_script(timeout: float, *, build: bool) -> Assets:
         # build.sh exits 2 when Go is missing and 3 when --no-build found no cache;
         # its last stderr line says which, in words fit for a skip reason.
         reason = lines[-1].removeprefix("envtest: ") if lines else f"exit {done.returncode}"
+        if done.returncode not in (2, 3):
+            # A real build failure: keep the whole output, the last line rarely says why.
+            log = Path(tempfile.gettempdir()) / "tfjob-envtest-build.log"
+            log.write_text(done.stderr)
+            reason += f" (full output: {log})"
         raise ControlPlaneUnavailable(f"tools/envtest/build.sh: {reason}")
     folder = Path(done.stdout.strip().splitlines()[-1])
     apiserver = _executable(folder / "kube-apiserver")
