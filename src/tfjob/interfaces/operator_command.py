@@ -75,6 +75,20 @@ from tfjob.runtimes.kubernetes.operator import OperatorOptions, run
     "--leader-election-id", default="tfjob-operator", show_default=True, help="Name of the Lease."
 )
 @click.option(
+    "--kube-api-qps",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Client-side limit on API requests per second (0: none; upstream used 20).",
+)
+@click.option(
+    "--kube-api-burst",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Requests allowed at once above --kube-api-qps (0: the QPS).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -91,6 +105,8 @@ def command(
     leader_elect: bool,
     leader_election_namespace: str,
     leader_election_id: str,
+    kube_api_qps: float,
+    kube_api_burst: int,
     log_level: str,
 ) -> None:
     """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
@@ -106,5 +122,7 @@ def command(
         leader_elect=leader_elect,
         lease_namespace=leader_election_namespace,
         lease_name=leader_election_id,
+        kube_api_qps=kube_api_qps,
+        kube_api_burst=kube_api_burst,
     )
     sys.exit(run(options))

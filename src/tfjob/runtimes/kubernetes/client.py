@@ -12,6 +12,7 @@ Every lightkube import stays in this module, so a lightkube upgrade touches one 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -56,14 +57,51 @@ class ApiError(Exception):
         return self.code == 410 or self.reason in ("Expired", "Gone")
 
 
+class TokenBucket:
+    """Client-side request throttle (upstream's --kube-api-qps/--kube-api-burst).
+
+    Off by default: the API server's Priority and Fairness already protects it, and a
+    client-side limit caps how fast a big job's pods can be created. It exists for
+    clusters that want the old behaviour, and so tests can slow the operator down.
+    """
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self._rate = qps
+        self._burst = max(burst, 1)
+        self._tokens = float(self._burst)
+        self._updated = 0.0
+        self._lock = asyncio.Lock()
+
+    async def take(self) -> None:
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            if self._updated:
+                self._tokens = min(self._burst, self._tokens + (now - self._updated) * self._rate)
+            self._updated = now
+            if self._tokens < 1.0:
+                await asyncio.sleep((1.0 - self._tokens) / self._rate)
+                self._tokens = 1.0
+                self._updated = loop.time()
+            self._tokens -= 1.0
+
+
 class KubeClient:
     """The requests the operator makes, on one pooled connection to the API server."""
 
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    def __init__(self, http: httpx.AsyncClient, throttle: TokenBucket | None = None) -> None:
         self._http = http
+        self._throttle = throttle
 
     @classmethod
-    def connect(cls, kubeconfig: str | None = None, *, http2: bool = False) -> KubeClient:
+    def connect(
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        http2: bool = False,
+        qps: float = 0.0,
+        burst: int = 0,
+    ) -> KubeClient:
         """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG."""
         from lightkube.config import client_adapter
         from lightkube.config.kubeconfig import KubeConfig
@@ -78,7 +116,7 @@ class KubeClient:
         http = client_adapter.AsyncClient(single, params)
         http.headers["User-Agent"] = USER_AGENT
         http.headers["Accept"] = "application/json"
-        return cls(http)
+        return cls(http, TokenBucket(qps, burst or int(qps) or 1) if qps > 0 else None)
 
     @property
     def server(self) -> str:
@@ -198,6 +236,8 @@ class KubeClient:
         body: dict[str, Any] | None = None,
         content_type: str = "application/json",
     ) -> bytes:
+        if self._throttle is not None:
+            await self._throttle.take()
         content = _encode(body) if body is not None else None
         headers = {"Content-Type": content_type} if content is not None else None
         response = await self._http.request(

@@ -27,7 +27,7 @@ class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         r = self.registry
         self.jobs_created = _job_counter(r, "created", "TFJobs seen created (also at start-up)")
         self.jobs_deleted = _job_counter(r, "deleted", "TFJobs deleted by the operator (TTL)")

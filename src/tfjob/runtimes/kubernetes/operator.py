@@ -74,6 +74,8 @@ class OperatorOptions:
     lease_name: str = "tfjob-operator"
     parallelism: int = 16  # concurrent creates/deletes within one reconcile
     http2: bool = False
+    kube_api_qps: float = 0.0  # 0: no client-side throttle
+    kube_api_burst: int = 0
 
 
 class Operator:
@@ -260,7 +262,12 @@ async def _unless_stopped(
 
 async def serve(options: OperatorOptions) -> int:
     """Connect, run until SIGTERM/SIGINT, and return the exit code."""
-    client = KubeClient.connect(options.kubeconfig, http2=options.http2)
+    client = KubeClient.connect(
+        options.kubeconfig,
+        http2=options.http2,
+        qps=options.kube_api_qps,
+        burst=options.kube_api_burst,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,338 @@
+"""A TFJob's life as a user watches it: Running, Succeeded, Failed, restarts,
+clean-up, deadlines, TTL, suspend/resume and managedBy. FakeKubelet plays the kubelet;
+everything else (API server, watches, the operator process) is real.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.kubernetes.operator.cluster import Jobs, Operators, RunningOperator, replica, wait_for
+from tests.support.kubelet import FakeKubelet
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def _uids(jobs: Jobs) -> dict[str, str]:
+    return {n: p["metadata"]["uid"] for n, p in jobs.pods().items()}
+
+
+def _run_all(kubelet: FakeKubelet, jobs: Jobs, names: set[str]) -> None:
+    jobs.wait_pods(names)
+    for name in sorted(names):
+        kubelet.run(jobs.namespace, name)
+
+
+def test_a_job_whose_pods_run_is_running(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    jobs.create("run", {"Worker": replica(2), "PS": replica(1)})
+    _run_all(kubelet, jobs, {"run-worker-0", "run-worker-1", "run-ps-0"})
+    running = jobs.wait_condition("run", "Running")
+    assert running["reason"] == "TFJobRunning"
+    assert running["message"] == f"TFJob {jobs.namespace}/run is running."
+    wait_for(
+        lambda: (
+            jobs.status("run")["replicaStatuses"] == {"PS": {"active": 1}, "Worker": {"active": 2}}
+        )
+    )
+
+
+def test_the_chief_decides_success(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    jobs.create("chief", {"Chief": replica(1), "Worker": replica(2)})
+    _run_all(kubelet, jobs, {"chief-chief-0", "chief-worker-0", "chief-worker-1"})
+    jobs.wait_condition("chief", "Running")
+    kubelet.succeed(jobs.namespace, "chief-worker-0")  # a worker finishing decides nothing
+    time.sleep(0.5)
+    assert jobs.condition("chief", "Succeeded") is None
+    kubelet.succeed(jobs.namespace, "chief-chief-0")
+    done = jobs.wait_condition("chief", "Succeeded")
+    assert done["message"] == f"TFJob {jobs.namespace}/chief successfully completed."
+    conditions = jobs.conditions("chief")
+    assert ("Running", "False", "TFJobRunning") in conditions
+    assert jobs.status("chief")["completionTime"]
+    assert not any(kind == "Failed" for kind, _, _ in conditions)
+
+
+def test_without_a_chief_worker_0_decides_success(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    jobs.create("w0", {"Worker": replica(3)})
+    _run_all(kubelet, jobs, {"w0-worker-0", "w0-worker-1", "w0-worker-2"})
+    jobs.wait_condition("w0", "Running")
+    kubelet.succeed(jobs.namespace, "w0-worker-0")
+    jobs.wait_condition("w0", "Succeeded")
+    # Succeeded folds the still-active workers into succeeded
+    wait_for(lambda: jobs.status("w0")["replicaStatuses"] == {"Worker": {"succeeded": 3}})
+
+
+def test_all_workers_success_policy_waits_for_every_worker(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    jobs.create("all", {"Worker": replica(2)}, successPolicy="AllWorkers")
+    _run_all(kubelet, jobs, {"all-worker-0", "all-worker-1"})
+    jobs.wait_condition("all", "Running")
+    kubelet.succeed(jobs.namespace, "all-worker-0")
+    time.sleep(0.5)
+    assert jobs.condition("all", "Succeeded") is None
+    assert jobs.condition("all", "Running") is not None
+    kubelet.succeed(jobs.namespace, "all-worker-1")
+    jobs.wait_condition("all", "Succeeded")
+
+
+def test_a_failed_replica_under_never_fails_the_job_with_its_exit_code(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    jobs.create("never", {"Worker": replica(2)})
+    _run_all(kubelet, jobs, {"never-worker-0", "never-worker-1"})
+    jobs.wait_condition("never", "Running")
+    kubelet.fail(jobs.namespace, "never-worker-1", 3, "Error")
+    failed = jobs.wait_condition("never", "Failed")
+    assert failed["reason"] == "TFJobFailed"
+    assert failed["message"].startswith(
+        f"TFJob {jobs.namespace}/never has failed because 1 Worker replica(s) failed."
+    )
+    assert "never-worker-1 exited with code 3 (Error)" in failed["message"]
+    assert set(jobs.pods()) == {"never-worker-0", "never-worker-1"}  # nothing restarted
+
+
+def test_exit_code_137_restarts_the_pod_then_the_job_runs_again(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    jobs.create("retry", {"Chief": replica(1, restart_policy="ExitCode"), "Worker": replica(1)})
+    _run_all(kubelet, jobs, {"retry-chief-0", "retry-worker-0"})
+    jobs.wait_condition("retry", "Running")
+    before = _uids(jobs)
+    kubelet.fail(jobs.namespace, "retry-chief-0", 137, "OOMKilled")
+    # The chief decides Running: while its replacement is Pending the job is Restarting.
+    restarting = jobs.wait_condition("retry", "Restarting")
+    assert restarting["message"] == "job retry is restarting because Chief replica(s) failed."
+    replaced = wait_for(
+        lambda: (
+            (uids := _uids(jobs)).get("retry-chief-0") not in (None, before["retry-chief-0"])
+            and uids
+        ),
+        message="a new retry-chief-0 pod",
+    )
+    assert replaced["retry-worker-0"] == before["retry-worker-0"]
+    assert jobs.status("retry").get("restartCount") == 1
+    assert jobs.condition("retry", "Restarting") is not None
+    kubelet.run(jobs.namespace, "retry-chief-0")
+    jobs.wait_condition("retry", "Running")
+    kinds = [kind for kind, status, _ in jobs.conditions("retry") if status == "True"]
+    assert "Restarting" not in kinds and "Failed" not in kinds
+    wait_for(lambda: "TFJobRestarting" in jobs.reasons("retry"))
+    wait_for(lambda: "SuccessfulDeletePod" in jobs.reasons("retry"))
+    assert (
+        operator.metric(
+            "training_operator_jobs_restarted_total",
+            job_namespace=jobs.namespace,
+            framework="tensorflow",
+        )
+        >= 1
+    )
+
+
+def test_exit_code_1_under_exit_code_policy_fails_the_job(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    jobs.create("perm", {"Worker": replica(1, restart_policy="ExitCode")})
+    _run_all(kubelet, jobs, {"perm-worker-0"})
+    jobs.wait_condition("perm", "Running")
+    uid = _uids(jobs)["perm-worker-0"]
+    kubelet.fail(jobs.namespace, "perm-worker-0", 1)
+    failed = jobs.wait_condition("perm", "Failed")
+    assert failed["message"].startswith('job "perm" is failing because "Worker" replica(s) failed.')
+    assert "exited with code 1" in failed["message"]
+    assert _uids(jobs) == {"perm-worker-0": uid}  # not restarted
+
+
+def test_a_deleted_pod_is_recreated(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    """Under OnFailure (or ExitCode/Always) a deleted running pod is replaced and the job
+    does not fail (#1560, #2124). Under Never a pod seen terminating while Running counts
+    as failed, as upstream."""
+    from lightkube.resources.core_v1 import Pod
+
+    jobs.create("gone", {"Worker": replica(2, restart_policy="OnFailure")})
+    _run_all(kubelet, jobs, {"gone-worker-0", "gone-worker-1"})
+    jobs.wait_condition("gone", "Running")
+    before = _uids(jobs)
+    jobs.kube.delete(Pod, "gone-worker-1", namespace=jobs.namespace)
+    after = wait_for(
+        lambda: (
+            (uids := _uids(jobs)).get("gone-worker-1") not in (None, before["gone-worker-1"])
+            and uids
+        ),
+        message="gone-worker-1 recreated",
+    )
+    assert after["gone-worker-0"] == before["gone-worker-0"]
+    assert jobs.condition("gone", "Failed") is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "kept"),
+    [
+        ("All", set()),
+        ("Running", {"clean-worker-0"}),  # the Succeeded pod stays, with its service
+        ("None", {"clean-worker-0", "clean-worker-1", "clean-ps-0"}),
+    ],
+)
+def test_clean_pod_policy_after_the_job_ends(
+    operator: RunningOperator,
+    jobs: Jobs,
+    kubelet: FakeKubelet,
+    policy: str,
+    kept: set[str],
+) -> None:
+    jobs.create(
+        "clean", {"Worker": replica(2), "PS": replica(1)}, runPolicy={"cleanPodPolicy": policy}
+    )
+    everything = {"clean-worker-0", "clean-worker-1", "clean-ps-0"}
+    _run_all(kubelet, jobs, everything)
+    jobs.wait_services(everything)
+    jobs.wait_condition("clean", "Running")
+    kubelet.succeed(jobs.namespace, "clean-worker-0")
+    jobs.wait_condition("clean", "Succeeded")
+    jobs.wait_pods(kept)
+    jobs.wait_services(kept)
+    time.sleep(0.3)
+    assert set(jobs.pods()) == kept
+
+
+def test_active_deadline_fails_the_job_on_time_without_any_other_event(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    jobs.create(
+        "deadline",
+        {"Worker": replica(1)},
+        runPolicy={"activeDeadlineSeconds": 3, "cleanPodPolicy": "None"},
+    )
+    _run_all(kubelet, jobs, {"deadline-worker-0"})
+    jobs.wait_condition("deadline", "Running")
+    # From here on nothing changes in the cluster: only the operator's own timer can act.
+    failed = jobs.wait_condition("deadline", "Failed", timeout=10)
+    seen = datetime.now(UTC)
+    deadline = _parse(jobs.status("deadline")["startTime"]) + timedelta(seconds=3)
+    assert failed["message"] == (
+        "Job deadline has failed because it was active longer than specified deadline"
+    )
+    # startTime has second precision, so the true deadline is up to 1 s after this one
+    assert deadline <= _parse(failed["lastTransitionTime"]) <= deadline + timedelta(seconds=2)
+    assert seen - deadline < timedelta(seconds=2.5)
+    assert set(jobs.pods()) == {"deadline-worker-0"}  # cleanPodPolicy None is honoured
+
+
+def test_ttl_deletes_the_finished_job_on_time(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    jobs.create("ttl", {"Worker": replica(1)}, runPolicy={"ttlSecondsAfterFinished": 2})
+    _run_all(kubelet, jobs, {"ttl-worker-0"})
+    kubelet.succeed(jobs.namespace, "ttl-worker-0")
+    jobs.wait_condition("ttl", "Succeeded")
+    completed = _parse(jobs.status("ttl")["completionTime"])
+    wait_for(lambda: jobs.get("ttl") is None, timeout=10, message="the TFJob deleted")
+    gone = datetime.now(UTC)
+    assert completed + timedelta(seconds=2) <= gone < completed + timedelta(seconds=4.5)
+    wait_for(lambda: "SuccessfulDeleteJob" in jobs.reasons("ttl"))
+    assert (
+        operator.metric(
+            "training_operator_jobs_deleted_total",
+            job_namespace=jobs.namespace,
+            framework="tensorflow",
+        )
+        == 1
+    )
+
+
+def test_suspend_deletes_the_pods_and_resume_recreates_them(
+    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+) -> None:
+    names = {"sus-worker-0", "sus-worker-1"}
+    jobs.create("sus", {"Worker": replica(2)})
+    _run_all(kubelet, jobs, names)
+    jobs.wait_services(names)
+    jobs.wait_condition("sus", "Running")
+    started = jobs.status("sus")["startTime"]
+
+    jobs.patch_spec("sus", {"runPolicy": {"suspend": True}})
+    jobs.wait_condition("sus", "Suspended")
+    jobs.wait_pods(set())
+    jobs.wait_services(set())
+    assert jobs.conditions("sus") == [
+        ("Created", "True", "TFJobCreated"),
+        ("Running", "False", "TFJobSuspended"),
+        ("Suspended", "True", "TFJobSuspended"),
+    ]
+    status = jobs.status("sus")
+    assert status["startTime"] == started
+    assert status["replicaStatuses"] == {"Worker": {}}
+
+    time.sleep(1.1)  # so the new startTime (second precision) differs
+    jobs.patch_spec("sus", {"runPolicy": {"suspend": False}})
+    jobs.wait_pods(names)
+    jobs.wait_services(names)
+    for name in sorted(names):
+        kubelet.run(jobs.namespace, name)
+    jobs.wait_condition("sus", "Running")
+    assert jobs.conditions("sus") == [
+        ("Created", "True", "TFJobCreated"),
+        ("Suspended", "False", "TFJobResumed"),
+        ("Running", "True", "TFJobRunning"),
+    ]
+    assert jobs.status("sus")["startTime"] > started
+
+
+def test_a_job_managed_by_another_controller_is_left_alone(
+    operator: RunningOperator, jobs: Jobs
+) -> None:
+    jobs.create(
+        "theirs", {"Worker": replica(1)}, runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}
+    )
+    jobs.create("ours", {"Worker": replica(1)})
+    # Once the operator has handled the job created after it, it has seen "theirs" too.
+    jobs.wait_condition("ours", "Created")
+    jobs.wait_pods({"ours-worker-0"})
+    time.sleep(0.5)
+    theirs: dict[str, Any] | None = jobs.get("theirs")
+    assert theirs is not None
+    assert not theirs.get("status")
+    assert set(jobs.pods()) == {"ours-worker-0"}
+    assert set(jobs.services()) == {"ours-worker-0"}
+    assert jobs.events("theirs") == []
+
+
+def test_a_crashed_operator_leaves_no_duplicates_behind(operators: Operators, jobs: Jobs) -> None:
+    """SIGKILL in the middle of creating a 20-replica job, then start again."""
+    from lightkube.resources.core_v1 import Pod, Service
+
+    # Throttled to ~40 writes/s so the kill lands while creation is under way.
+    first = operators.start("--kube-api-qps", "40", "--kube-api-burst", "1")
+    jobs.create("big", {"Worker": replica(20)})
+    wait_for(lambda: len(jobs.pods()) >= 4, message="some pods created")
+    first.kill()
+    partial = len(jobs.pods()) + len(jobs.services())
+    assert partial < 40, "the crash came too late to test anything"
+
+    operators.start()
+    names = {f"big-worker-{i}" for i in range(20)}
+    jobs.wait_pods(names)
+    jobs.wait_services(names)
+    time.sleep(1.0)  # anything extra would show up now
+    pods = list(jobs.kube.list(Pod, namespace=jobs.namespace))
+    services = list(jobs.kube.list(Service, namespace=jobs.namespace))
+    assert sorted(p.metadata.name for p in pods) == sorted(names)
+    assert sorted(s.metadata.name for s in services) == sorted(names)
+    status = jobs.status("big")
+    assert status["replicaStatuses"] == {"Worker": {}}
+    assert [c[0] for c in jobs.conditions("big")] == ["Created"]
+    assert status.get("startTime")

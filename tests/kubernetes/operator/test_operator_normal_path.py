@@ -1,0 +1,197 @@
+"""Upstream's "Test Normal Path" table (spec §13.1), on a real API server.
+
+What a user sees right after submitting a TFJob: which pods and services appear, with
+which names, labels, owner references and TF_CONFIG, and that the operator creates
+nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from lightkube import codecs
+
+from tests.kubernetes.operator.cluster import (
+    IMAGE,
+    Jobs,
+    Operators,
+    RunningOperator,
+    replica,
+    wait_for,
+)
+
+
+def _env(pod: dict[str, Any]) -> dict[str, str]:
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "tensorflow")
+    return {e["name"]: e.get("value", "") for e in container.get("env") or []}
+
+
+def _owner(job: dict[str, Any]) -> list[dict[str, Any]]:
+    meta = job["metadata"]
+    return [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "TFJob",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def test_one_worker_gets_one_pod_and_one_service(operator: RunningOperator, jobs: Jobs) -> None:
+    job = jobs.create("local", {"Worker": replica(1)})
+    pods = jobs.wait_pods({"local-worker-0"})
+    services = jobs.wait_services({"local-worker-0"})
+    pod = pods["local-worker-0"]
+    assert pod["metadata"]["ownerReferences"] == _owner(job)
+    assert "TF_CONFIG" not in _env(pod)  # one replica in total is not distributed
+    assert pod["metadata"]["labels"] == {
+        "team": "ml",
+        "training.kubeflow.org/operator-name": "tfjob-controller",
+        "training.kubeflow.org/job-name": "local",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": "0",
+        "training.kubeflow.org/job-role": "master",
+    }
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert services["local-worker-0"]["metadata"]["ownerReferences"] == _owner(job)
+    jobs.wait_condition("local", "Created")
+    status = wait_for(lambda: jobs.status("local").get("startTime") and jobs.status("local"))
+    assert status["replicaStatuses"] == {"Worker": {}}
+
+
+def test_four_workers_and_two_ps_get_six_pods_and_six_services(
+    operator: RunningOperator, jobs: Jobs
+) -> None:
+    job = jobs.create("dist", {"Worker": replica(4), "PS": replica(2)})
+    names = {f"dist-worker-{i}" for i in range(4)} | {"dist-ps-0", "dist-ps-1"}
+    pods = jobs.wait_pods(names)
+    services = jobs.wait_services(names)
+    ns = jobs.namespace
+    cluster = {
+        "ps": [f"dist-ps-{i}.{ns}.svc:2222" for i in range(2)],
+        "worker": [f"dist-worker-{i}.{ns}.svc:2222" for i in range(4)],
+    }
+    for name in sorted(names):
+        pod, service = pods[name], services[name]
+        rtype, index = name.split("-")[1], int(name.split("-")[2])
+        labels = {
+            "training.kubeflow.org/operator-name": "tfjob-controller",
+            "training.kubeflow.org/job-name": "dist",
+            "training.kubeflow.org/replica-type": rtype,
+            "training.kubeflow.org/replica-index": str(index),
+        }
+        role = {"training.kubeflow.org/job-role": "master"} if name == "dist-worker-0" else {}
+        assert pod["metadata"]["labels"] == {"team": "ml", **labels, **role}
+        assert pod["metadata"]["ownerReferences"] == _owner(job)
+        expected = {
+            "cluster": cluster,
+            "task": {"type": rtype, "index": index},
+            "environment": "cloud",
+        }
+        assert _env(pod)["TF_CONFIG"] == json.dumps(expected, separators=(",", ":"))
+        ports = next(c for c in pod["spec"]["containers"] if c["name"] == "tensorflow")["ports"]
+        assert {"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"} in ports
+        assert service["metadata"]["labels"] == labels
+        assert service["metadata"]["ownerReferences"] == _owner(job)
+        spec = service["spec"]
+        assert spec["clusterIP"] == "None"
+        assert spec["selector"] == labels
+        assert spec["publishNotReadyAddresses"] is True
+        assert [(p["name"], p["port"]) for p in spec["ports"]] == [("tfjob-port", 2222)]
+    wait_for(lambda: jobs.status("dist").get("replicaStatuses") == {"PS": {}, "Worker": {}})
+
+
+def test_pending_pods_make_nothing_new(operator: RunningOperator, jobs: Jobs) -> None:
+    jobs.create("pending", {"Worker": replica(2), "PS": replica(1)})
+    names = {"pending-worker-0", "pending-worker-1", "pending-ps-0"}
+    before = {n: p["metadata"]["uid"] for n, p in jobs.wait_pods(names).items()}
+    jobs.wait_services(names)
+    # Poke the job several times (each spec change is a new reconcile).
+    for i in range(3):
+        jobs.patch("pending", {"metadata": {"annotations": {"poke": str(i)}}})
+        time.sleep(0.3)
+    after = {n: p["metadata"]["uid"] for n, p in jobs.pods().items()}
+    assert after == before
+    assert set(jobs.services()) == names
+    wait_for(
+        lambda: len([r for r in jobs.reasons("pending") if r.startswith("SuccessfulCreate")]) == 6
+    )
+    assert not any(r.startswith("FailedCreate") for r in jobs.reasons("pending"))
+
+
+def test_a_partially_created_job_gets_only_what_is_missing(
+    operators: Operators, jobs: Jobs
+) -> None:
+    """Pods and services made before the operator starts (e.g. by a previous operator
+    instance) are kept; only the missing ones are created."""
+    job = jobs.create("partial", {"Worker": replica(3), "PS": replica(1)})
+    owner = _owner(job)
+
+    def labels(rtype: str, index: int) -> dict[str, str]:
+        return {
+            "training.kubeflow.org/operator-name": "tfjob-controller",
+            "training.kubeflow.org/job-name": "partial",
+            "training.kubeflow.org/replica-type": rtype,
+            "training.kubeflow.org/replica-index": str(index),
+        }
+
+    for rtype, index in (("worker", 0), ("ps", 0)):
+        name = f"partial-{rtype}-{index}"
+        meta = {"name": name, "labels": labels(rtype, index), "ownerReferences": owner}
+        jobs.kube.create(
+            codecs.from_dict(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": meta,
+                    "spec": {"containers": [{"name": "tensorflow", "image": IMAGE}]},
+                }
+            ),
+            namespace=jobs.namespace,
+        )
+    jobs.kube.create(
+        codecs.from_dict(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {
+                    "name": "partial-worker-0",
+                    "labels": labels("worker", 0),
+                    "ownerReferences": owner,
+                },
+                "spec": {
+                    "clusterIP": "None",
+                    "selector": labels("worker", 0),
+                    "ports": [{"name": "tfjob-port", "port": 2222}],
+                },
+            }
+        ),
+        namespace=jobs.namespace,
+    )
+    seeded = {n: p["metadata"]["uid"] for n, p in jobs.pods().items()}
+
+    operators.start()
+    names = {"partial-worker-0", "partial-worker-1", "partial-worker-2", "partial-ps-0"}
+    pods = jobs.wait_pods(names)
+    jobs.wait_services(names)
+    assert {n: pods[n]["metadata"]["uid"] for n in seeded} == seeded  # kept, not replaced
+    expected = [
+        "Created pod: partial-worker-1",
+        "Created pod: partial-worker-2",
+        "Created service: partial-ps-0",
+        "Created service: partial-worker-1",
+        "Created service: partial-worker-2",
+    ]
+
+    def creations() -> list[str]:
+        events = jobs.events("partial")
+        return sorted(e["message"] for e in events if e["reason"].startswith("SuccessfulCreate"))
+
+    wait_for(lambda: creations() == expected, message=f"exactly the events {expected}")
+    time.sleep(0.5)
+    assert creations() == expected
