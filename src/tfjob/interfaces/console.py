@@ -34,7 +34,8 @@ _COLOURS = (
 
 
 class RunConsole:
-    """A RunObserver that writes to a stream (stdout, or stderr with --output)."""
+    """A RunObserver that writes to a stream (stdout, or stderr with --output); the live
+    view, if asked for, is shown only when that stream is a terminal."""
 
     def __init__(self, stream: IO[str], job_name: str, *, live_view: bool) -> None:
         self._stream = stream

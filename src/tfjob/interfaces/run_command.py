@@ -104,8 +104,7 @@ def command(
         grace_period=grace_period,
         namespace=namespace,
     )
-    live = stream.isatty() and not no_view
-    with RunConsole(stream, job.metadata.name, live_view=live) as console:
+    with RunConsole(stream, job.metadata.name, live_view=not no_view) as console:
         for warning in warnings:
             console.note(warning, warning=True)
         console.note(f"logs in {options.run_dir}/")

@@ -19,12 +19,8 @@ from typing import Any
 import msgspec
 
 from tfjob.api.observed import Meta, OwnerReference, Pod, PodStatus
+from tfjob.core.pass_state import format_time
 from tfjob.runtimes.local.container import LocalContainer
-
-
-def timestamp(moment: datetime) -> str:
-    """Kubernetes' RFC 3339 form, to the second."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class LocalPod:
@@ -43,7 +39,7 @@ class LocalPod:
             name=self.name,
             namespace=str(metadata.get("namespace", "")),
             uid=str(uuid.uuid4()),
-            creation_timestamp=timestamp(datetime.now(UTC)),
+            creation_timestamp=format_time(datetime.now(UTC)),
             labels=dict(metadata.get("labels") or {}),
             owner_references=msgspec.convert(
                 metadata.get("ownerReferences") or [], list[OwnerReference]
@@ -80,7 +76,7 @@ class LocalPod:
         """The pod as a kubelet would report it to the API server."""
         meta = self._meta
         if self.deleted_at is not None:
-            meta = msgspec.structs.replace(meta, deletion_timestamp=timestamp(self.deleted_at))
+            meta = msgspec.structs.replace(meta, deletion_timestamp=format_time(self.deleted_at))
         status = PodStatus(
             phase=self.phase, container_statuses=[c.status() for c in self.containers]
         )

@@ -26,6 +26,7 @@ import msgspec
 import yaml
 
 from tfjob.api.types import TFJob, to_dict
+from tfjob.core.pass_state import format_time
 from tfjob.core.plan import (
     Action,
     CreatePod,
@@ -39,7 +40,6 @@ from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
 from tfjob.runtimes.local.kubelet import LocalKubelet
 from tfjob.runtimes.local.observer import ReplicaView, RunObserver
-from tfjob.runtimes.local.pod import timestamp
 from tfjob.runtimes.local.ports import pick_addresses
 from tfjob.runtimes.local.services import ServiceBook
 from tfjob.runtimes.local.watchdog import Watchdog
@@ -185,6 +185,6 @@ def admitted(job: TFJob, namespace: str | None) -> TFJob:
             meta,
             namespace=namespace or meta.namespace or DEFAULT_NAMESPACE,
             uid=meta.uid or str(uuid.uuid4()),
-            creation_timestamp=meta.creation_timestamp or timestamp(datetime.now(UTC)),
+            creation_timestamp=meta.creation_timestamp or format_time(datetime.now(UTC)),
         ),
     )
