@@ -62,10 +62,6 @@ class LocalKubelet:
     def local_pods(self) -> list[LocalPod]:
         return list(self._pods.values())
 
-    @property
-    def terminating(self) -> bool:
-        return bool(self._deleting)
-
     def create_pod(self, manifest: Mapping[str, Any]) -> bool:
         """Start a pod; False if a pod of that name exists (as AlreadyExists would)."""
         name = str(manifest["metadata"]["name"])

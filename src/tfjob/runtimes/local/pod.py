@@ -46,10 +46,6 @@ class LocalPod:
             ),
         )
 
-    @property
-    def labels(self) -> dict[str, str]:
-        return self._meta.labels
-
     def start(self) -> None:
         for container in self.containers:
             container.start()
