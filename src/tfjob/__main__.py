@@ -1,0 +1,5 @@
+"""`python -m tfjob` runs the `tfjob` command."""
+
+from tfjob.interfaces.cli import main
+
+main()
