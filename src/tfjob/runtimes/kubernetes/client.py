@@ -2,31 +2,43 @@
 
 Why not lightkube's AsyncClient directly: it decodes every response into its own
 models, which on the hot path (lists and watch events of thousands of pods) costs
-~10x the time and ~8x the memory of decoding straight into our projections
-(docs/kubernetes-runtime.md has the measurements), and its watch cannot ask for
-bookmarks. So lightkube does what it is good at - reading kubeconfig or in-cluster
-credentials and building an authenticated, TLS-verified httpx client - and this module
-sends the few requests the operator needs on that connection and hands back bytes.
-Every lightkube import stays in this module, so a lightkube upgrade touches one file.
+~10x the time and ~8x the memory of decoding straight into our projections, and its
+watch cannot ask for bookmarks. Why aiohttp rather than the httpx client lightkube
+builds: measured against the test API server, a burst of 1,500 creates cost 1.8 s of
+client CPU through httpx and 0.45 s through aiohttp (docs/kubernetes-runtime.md), and
+on a small machine the operator's CPU is taken from the API server's. So lightkube
+does what it is good at - reading kubeconfig or in-cluster credentials and building
+the TLS context (credentials.py) - and this module sends the few requests the
+operator needs and hands back bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
-import httpx2 as httpx
+import aiohttp
 import msgspec
 
 from tfjob import __version__
+from tfjob.runtimes.kubernetes.credentials import Connection, Credentials, connection
 from tfjob.runtimes.kubernetes.decode import decode_status
 from tfjob.runtimes.kubernetes.resources import Resource
 
 USER_AGENT = f"tfjob-operator/{__version__}"
 REQUEST_TIMEOUT = 30.0
+POOL_SIZE = 64  # connections kept open (a burst of creates reuses them all)
 _encode = msgspec.json.encode
+
+
+class TransportError(Exception):
+    """The request did not get an answer (connection refused, reset, timed out)."""
+
+
+class RequestTimeout(TransportError):
+    """No answer in time; the request may or may not have been carried out."""
 
 
 class ApiError(Exception):
@@ -87,43 +99,57 @@ class TokenBucket:
 
 
 class KubeClient:
-    """The requests the operator makes, on one pooled connection to the API server."""
+    """The requests the operator makes, on a pool of keep-alive connections."""
 
-    def __init__(self, http: httpx.AsyncClient, throttle: TokenBucket | None = None) -> None:
-        self._http = http
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        credentials: Credentials,
+        throttle: TokenBucket | None = None,
+    ) -> None:
+        self._session = session
+        self._credentials = credentials
         self._throttle = throttle
+        # Called with (method, status code) after every answer, for metrics.
+        self.on_response: Callable[[str, int], None] = lambda _method, _code: None
 
     @classmethod
     def connect(
         cls,
         kubeconfig: str | None = None,
         *,
-        http2: bool = False,
         qps: float = 0.0,
         burst: int = 0,
     ) -> KubeClient:
-        """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG."""
-        from lightkube.config import client_adapter
-        from lightkube.config.kubeconfig import KubeConfig
+        """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG.
 
-        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-        params = client_adapter.ConnectionParams(
-            timeout=httpx.Timeout(REQUEST_TIMEOUT), http2=http2
+        Must be called with an event loop running (the session belongs to it).
+        """
+        return cls.from_connection(connection(kubeconfig), qps=qps, burst=burst)
+
+    @classmethod
+    def from_connection(cls, conn: Connection, *, qps: float = 0.0, burst: int = 0) -> KubeClient:
+        connector = aiohttp.TCPConnector(
+            ssl=conn.tls if conn.tls is not None else False,
+            limit=POOL_SIZE,
+            keepalive_timeout=60.0,
         )
-        single = config.get()
-        if single is None:
-            raise ValueError("the kubeconfig has no current context")
-        http = client_adapter.AsyncClient(single, params)
-        http.headers["User-Agent"] = USER_AGENT
-        http.headers["Accept"] = "application/json"
-        return cls(http, TokenBucket(qps, burst or int(qps) or 1) if qps > 0 else None)
+        session = aiohttp.ClientSession(
+            conn.server,
+            connector=connector,
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+            auto_decompress=True,
+        )
+        throttle = TokenBucket(qps, burst or int(qps) or 1) if qps > 0 else None
+        return cls(session, conn.credentials, throttle)
 
     @property
     def server(self) -> str:
-        return str(self._http.base_url)
+        return str(self._session._base_url)
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self._session.close()
 
     # -- reading ----------------------------------------------------------------------
 
@@ -140,7 +166,7 @@ class KubeClient:
         continue_: str = "",
     ) -> bytes:
         """One page of a list (`continue_` from the previous page's metadata)."""
-        params: dict[str, str | int] = {"limit": limit}
+        params: dict[str, str] = {"limit": str(limit)}
         if label_selector:
             params["labelSelector"] = label_selector
         if continue_:
@@ -161,29 +187,32 @@ class KubeClient:
         Ends when the server closes the watch (after `timeout_seconds`); raises
         ApiError for an error answer; an ERROR event is left to the caller to decode.
         """
-        params: dict[str, str | int] = {
+        params = {
             "watch": "true",
             "allowWatchBookmarks": "true",
             "resourceVersion": resource_version,
-            "timeoutSeconds": timeout_seconds,
+            "timeoutSeconds": str(timeout_seconds),
         }
         if label_selector:
             params["labelSelector"] = label_selector
         # A dead connection shows up as silence: bookmarks arrive at least every minute,
         # so no bytes for a while past the server-side timeout means it is gone.
-        timeout = httpx.Timeout(REQUEST_TIMEOUT, read=timeout_seconds + 60.0)
-        request = self._http.build_request(
-            "GET", resource.path(namespace), params=params, timeout=timeout
-        )
-        response = await self._http.send(request, stream=True)
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 60.0)
         try:
-            if response.status_code >= 300:
-                await response.aread()
-                raise _error(response)
-            async for line in _lines(response):
-                yield line
-        finally:
-            await response.aclose()
+            async with self._session.get(
+                resource.path(namespace),
+                params=params,
+                timeout=timeout,
+                headers=await self._auth(),
+            ) as response:
+                if response.status >= 300:
+                    raise _error(response.status, await response.read())
+                async for line in _lines(response):
+                    yield line
+        except TimeoutError as error:  # an OSError too: must come first
+            raise RequestTimeout("watch went silent") from error
+        except (aiohttp.ClientError, OSError) as error:
+            raise TransportError(str(error) or type(error).__name__) from error
 
     # -- writing ----------------------------------------------------------------------
 
@@ -203,11 +232,16 @@ class KubeClient:
         return await self._send("PUT", resource.path(namespace, name, "status"), body=body)
 
     async def merge_patch(
-        self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: dict[str, Any],
+        subresource: str = "",
     ) -> bytes:
         return await self._send(
             "PATCH",
-            resource.path(namespace, name),
+            resource.path(namespace, name, subresource),
             body=patch,
             content_type="application/merge-patch+json",
         )
@@ -227,36 +261,53 @@ class KubeClient:
 
     # -- internals --------------------------------------------------------------------
 
+    async def _auth(self) -> dict[str, str]:
+        header = await self._credentials.header()
+        return {"Authorization": header} if header else {}
+
     async def _send(
         self,
         method: str,
         path: str,
         *,
-        params: dict[str, str | int] | None = None,
+        params: dict[str, str] | None = None,
         body: dict[str, Any] | None = None,
         content_type: str = "application/json",
     ) -> bytes:
         if self._throttle is not None:
             await self._throttle.take()
         content = _encode(body) if body is not None else None
-        headers = {"Content-Type": content_type} if content is not None else None
-        response = await self._http.request(
-            method, path, params=params, content=content, headers=headers
-        )
-        if response.status_code >= 300:
-            raise _error(response)
-        return response.content
+        for attempt in (1, 2):
+            headers = await self._auth()
+            if content is not None:
+                headers["Content-Type"] = content_type
+            try:
+                async with self._session.request(
+                    method, path, params=params, data=content, headers=headers
+                ) as response:
+                    status, payload = response.status, await response.read()
+            except TimeoutError as error:  # an OSError too: must come first
+                raise RequestTimeout(f"{method} {path}: no answer in time") from error
+            except (aiohttp.ClientError, OSError) as error:
+                raise TransportError(str(error) or type(error).__name__) from error
+            self.on_response(method, status)
+            if status == 401 and attempt == 1 and await self._credentials.refresh():
+                continue  # rotated token or re-run exec plugin
+            if status >= 300:
+                raise _error(status, payload)
+            return payload
+        raise AssertionError("unreachable")
 
 
-def _error(response: httpx.Response) -> ApiError:
-    status = decode_status(response.content)
-    return ApiError(status.code or response.status_code, status.reason, status.message)
+def _error(code: int, payload: bytes) -> ApiError:
+    status = decode_status(payload)
+    return ApiError(status.code or code, status.reason, status.message)
 
 
-async def _lines(response: httpx.Response) -> AsyncGenerator[bytes, None]:
+async def _lines(response: aiohttp.ClientResponse) -> AsyncGenerator[bytes, None]:
     """Newline-delimited JSON, as bytes (no str round trip: msgspec decodes bytes)."""
     pending = b""
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.content.iter_any():
         pending += chunk
         if b"\n" not in pending:
             continue
@@ -269,9 +320,9 @@ async def _lines(response: httpx.Response) -> AsyncGenerator[bytes, None]:
 
 
 @contextlib.asynccontextmanager
-async def connected(kubeconfig: str | None, *, http2: bool = False) -> AsyncIterator[KubeClient]:
+async def connected(kubeconfig: str | None) -> AsyncIterator[KubeClient]:
     """A client closed on exit."""
-    client = KubeClient.connect(kubeconfig, http2=http2)
+    client = KubeClient.connect(kubeconfig)
     try:
         yield client
     finally:

@@ -12,12 +12,17 @@ client-go's EventCorrelator, in this order:
    `count` and `lastTimestamp` (a PATCH) instead of creating a new object.
 
 Recording never blocks a reconcile: events go into a bounded queue that one task
-drains (when it is full, events are dropped, as client-go's broadcaster does).
+drains (when it is full, events are dropped, as client-go's broadcaster does). Events
+are diagnostics, pods are the job: while reconciles are running the sender holds
+events back (up to MAX_DELAY seconds each), so a burst of new jobs gets its pods
+created first and the API server writes the Events once it has a moment. Timestamps
+are those of the recording, not of the sending.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from collections import OrderedDict
@@ -39,7 +44,8 @@ SPAM_REFILL_SECONDS = 300.0
 AGGREGATE_MAX = 10
 AGGREGATE_WINDOW = 600.0
 CACHE_SIZE = 4096
-QUEUE_SIZE = 1000
+QUEUE_SIZE = 10000
+MAX_DELAY = 5.0
 COMBINED_PREFIX = "(combined from similar events): "
 
 
@@ -75,6 +81,7 @@ class Record:
     type: str
     reason: str
     message: str
+    at: float = 0.0  # when it happened (time.time()); 0: unknown
 
 
 @dataclass(frozen=True)
@@ -179,7 +186,9 @@ class Correlator:
         _remember(self._similar, similar_key, similar)
         if len(similar.messages) <= AGGREGATE_MAX:
             return record, (*similar_key, record.message)
-        combined = Record(record.ref, record.type, record.reason, COMBINED_PREFIX + record.message)
+        combined = Record(
+            record.ref, record.type, record.reason, COMBINED_PREFIX + record.message, record.at
+        )
         return combined, similar_key
 
 
@@ -203,8 +212,10 @@ class EventRecorder:
         *,
         component: str = c.CONTROLLER_NAME,
         correlator: Correlator | None = None,
+        quiet: asyncio.Event | None = None,
     ) -> None:
         self._client = client
+        self._quiet = quiet
         self._component = component
         self._instance = socket.gethostname()
         self._correlator = correlator or Correlator()
@@ -215,7 +226,7 @@ class EventRecorder:
     def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         log.debug("event", type=type_, reason=reason, message=message)
         try:
-            self._queue.put_nowait(Record(ref, type_, reason, message))
+            self._queue.put_nowait(Record(ref, type_, reason, message, time.time()))
         except asyncio.QueueFull:
             self.dropped += 1
 
@@ -229,6 +240,7 @@ class EventRecorder:
         while True:
             record = await self._queue.get()
             try:
+                await self._when_quiet(record)
                 await self._send(record)
             except Exception as error:  # events are best effort, never fatal
                 log.warning("cannot record event", reason=record.reason, error=str(error))
@@ -242,6 +254,15 @@ class EventRecorder:
         except TimeoutError:
             log.warning("events not sent at shutdown", pending=self._queue.qsize())
 
+    async def _when_quiet(self, record: Record) -> None:
+        """Hold `record` back while reconciles run, but never past MAX_DELAY."""
+        if self._quiet is None or self._quiet.is_set():
+            return
+        left = MAX_DELAY - (time.time() - record.at)
+        if left > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._quiet.wait(), left)
+
     async def _send(self, record: Record) -> None:
         decision = self._correlator.decide(record)
         if isinstance(decision, Bump) and decision.key in self._names:
@@ -252,7 +273,7 @@ class EventRecorder:
             await self._create(decision.record, decision.key)
 
     async def _create(self, record: Record, key: tuple[str, ...]) -> None:
-        now = _stamp()
+        now = _stamp(record.at)
         name = f"{record.ref.name}.{time.time_ns():x}"
         body = {
             "apiVersion": "v1",
@@ -277,7 +298,7 @@ class EventRecorder:
         name = self._names[decision.key]
         patch = {
             "count": decision.count,
-            "lastTimestamp": _stamp(),
+            "lastTimestamp": _stamp(decision.record.at),
             "message": decision.record.message,
         }
         try:
@@ -295,5 +316,6 @@ def _remember_name(names: dict[tuple[str, ...], str], key: tuple[str, ...], name
         del names[next(iter(names))]
 
 
-def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _stamp(at: float) -> str:
+    moment = datetime.fromtimestamp(at, UTC) if at else datetime.now(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

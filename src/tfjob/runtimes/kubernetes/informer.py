@@ -25,11 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic
 
-import httpx2 as httpx
 import msgspec
 import structlog
 
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.decode import Codec, T, decode_event, decode_status
 from tfjob.runtimes.kubernetes.resources import Resource
 
@@ -177,7 +176,7 @@ class Informer(Generic[T]):
                     relist = True
                     continue
                 await self._pause("api error", error)
-            except (httpx.HTTPError, OSError, msgspec.DecodeError) as error:
+            except (TransportError, msgspec.DecodeError) as error:
                 await self._pause("connection error", error)
 
     async def _pause(self, what: str, error: Exception) -> None:

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx2 as httpx
 import msgspec
 import structlog
 
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.resources import LEASES
 
 log = structlog.get_logger("tfjob.leader")
@@ -106,7 +105,7 @@ class LeaderElector:
         )
         try:
             await self._put(spec)
-        except (ApiError, httpx.HTTPError) as error:
+        except (ApiError, TransportError) as error:
             log.warning("could not release lease", error=str(error))
         self.is_leader = False
 
@@ -118,7 +117,7 @@ class LeaderElector:
         """One acquire-or-renew attempt; False if someone else holds it (or an error)."""
         try:
             return await self._attempt()
-        except (ApiError, httpx.HTTPError, OSError) as error:
+        except (ApiError, TransportError) as error:
             log.warning("lease attempt failed", error=str(error))
             return False
 

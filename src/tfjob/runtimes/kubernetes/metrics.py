@@ -8,6 +8,7 @@ adds by default are turned off: upstream (Go) does not export them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
@@ -28,6 +29,7 @@ class Metrics:
 
     def __post_init__(self) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]
+        self._request_children: dict[tuple[str, int], Any] = {}
         r = self.registry
         self.jobs_created = _job_counter(r, "created", "TFJobs seen created (also at start-up)")
         self.jobs_deleted = _job_counter(r, "deleted", "TFJobs deleted by the operator (TTL)")
@@ -62,6 +64,12 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=r,
         )
+        self.requests = Counter(
+            "rest_client_requests",
+            "API requests by method and HTTP status code",
+            ["method", "code"],
+            registry=r,
+        )
         self.queue_depth = Gauge("workqueue_depth", "Keys waiting", ["name"], registry=r)
         self.queue_adds = Counter("workqueue_adds", "Keys added", ["name"], registry=r)
         self.queue_retries = Counter(
@@ -74,6 +82,14 @@ class Metrics:
             buckets=(0.0001, 0.001, 0.01, 0.1, 1, 10),
             registry=r,
         )
+
+    def count_request(self, method: str, code: int) -> None:
+        """One API answer (children cached: this runs for every request)."""
+        child = self._request_children.get((method, code))
+        if child is None:
+            child = self.requests.labels(method=method, code=str(code))
+            self._request_children[(method, code)] = child
+        child.inc()
 
     def job(self, counter: Counter, namespace: str) -> None:
         counter.labels(job_namespace=namespace, framework=FRAMEWORK).inc()

@@ -73,7 +73,6 @@ class OperatorOptions:
     lease_namespace: str = ""
     lease_name: str = "tfjob-operator"
     parallelism: int = 16  # concurrent creates/deletes within one reconcile
-    http2: bool = False
     kube_api_qps: float = 0.0  # 0: no client-side throttle
     kube_api_burst: int = 0
 
@@ -84,9 +83,10 @@ class Operator:
     def __init__(self, options: OperatorOptions, client: KubeClient) -> None:
         self.options = options
         self.metrics = Metrics()
+        client.on_response = self.metrics.count_request
         self.queue = WorkQueue(hooks=self.metrics.queue_hooks())
         self.expectations = Expectations()
-        self.recorder = EventRecorder(client)
+        self.recorder = EventRecorder(client, quiet=self.queue.idle)
         ns = options.namespace
         self.caches = Caches(
             jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns),
@@ -264,7 +264,6 @@ async def serve(options: OperatorOptions) -> int:
     """Connect, run until SIGTERM/SIGINT, and return the exit code."""
     client = KubeClient.connect(
         options.kubeconfig,
-        http2=options.http2,
         qps=options.kube_api_qps,
         burst=options.kube_api_burst,
     )

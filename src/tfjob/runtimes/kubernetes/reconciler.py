@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx2 as httpx
 import msgspec
 import structlog
 
@@ -33,7 +32,7 @@ from tfjob.core.pass_state import format_time
 from tfjob.core.plan import Action, CreatePod, CreateService, DeleteJob, DeletePod, Plan
 from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.settings import Settings
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
 from tfjob.runtimes.kubernetes.decode import UndecodableJob, decode_tfjob
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.expectations import Expectations, Kind
@@ -120,12 +119,27 @@ class Reconciler:
         ref = _ref(job.metadata)
         if plan.status_first and plan.status_changed:
             await self._write_status(job.metadata, job.status, plan.status)
-        errors, job_deleted = await self._act(key, ref, plan.actions)
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
         self._count(job, pods, plan)
-        if plan.status_changed and not plan.status_first and not job_deleted:
-            await self._write_status(job.metadata, job.status, plan.status)
+        write_after = plan.status_changed and not plan.status_first
+        if write_after and not any(isinstance(a, DeleteJob) for a in plan.actions):
+            # Nothing in the status depends on how the writes go (it describes what
+            # was observed), so it goes out together with them: one round trip less.
+            acted, written = await asyncio.gather(
+                self._act(key, ref, plan.actions),
+                self._write_status(job.metadata, job.status, plan.status),
+                return_exceptions=True,
+            )
+            if isinstance(acted, BaseException):
+                raise acted
+            if isinstance(written, BaseException):
+                raise written
+            errors, job_deleted = acted
+        else:
+            errors, job_deleted = await self._act(key, ref, plan.actions)
+            if write_after and not job_deleted:
+                await self._write_status(job.metadata, job.status, plan.status)
         if plan.requeue_after is not None and not job_deleted:
             self._queue.add_after(key, plan.requeue_after)
         if errors:
@@ -192,10 +206,10 @@ class Reconciler:
             if error.already_exists:
                 return None  # fixed names: it is there, which is what we wanted
             return self._create_failed(ref, noun, error)
-        except httpx.TimeoutException:
+        except RequestTimeout:
             # As upstream: the request may have gone through; the watch will tell.
             return None
-        except httpx.HTTPError as error:
+        except TransportError as error:
             self._expectations.created(key, kind, name)
             return self._create_failed(ref, noun, error)
         capital = noun.capitalize()
@@ -222,7 +236,7 @@ class Reconciler:
         self._expectations.expect_delete(key, kind, name)
         try:
             existed = await self._client.delete(resource, ref.namespace, name)
-        except (ApiError, httpx.HTTPError) as error:
+        except (ApiError, TransportError) as error:
             self._expectations.deleted(key, kind, name)
             self._recorder.record(
                 ref, "Warning", f"FailedDelete{noun.capitalize()}", f"Error deleting: {error}"
@@ -246,7 +260,7 @@ class Reconciler:
     async def _delete_job(self, ref: ObjectRef) -> Exception | None:
         try:
             await self._client.delete(TFJOBS, ref.namespace, ref.name)
-        except (ApiError, httpx.HTTPError) as error:
+        except (ApiError, TransportError) as error:
             self._recorder.record(ref, "Warning", "FailedDeleteJob", f"Error deleting: {error}")
             return error
         self._recorder.record(ref, "Normal", "SuccessfulDeleteJob", f"Deleted job: {ref.name}")

@@ -89,6 +89,10 @@ class WorkQueue:
         self._seq = itertools.count()
         self._timer_wake = asyncio.Event()
         self._shutting_down = False
+        # Set while nothing is queued or being processed: background work of lower
+        # priority (sending Events) waits for it.
+        self.idle = asyncio.Event()
+        self.idle.set()
 
     # -- adding ---------------------------------------------------------------------
 
@@ -165,6 +169,8 @@ class WorkQueue:
         self._processing.discard(key)
         if key in self._dirty and not self._shutting_down:
             self._push(key)
+        elif not self._queue and not self._processing:
+            self.idle.set()
 
     # -- state --------------------------------------------------------------------------
 
@@ -212,6 +218,7 @@ class WorkQueue:
     # -- internals --------------------------------------------------------------------
 
     def _push(self, key: str) -> None:
+        self.idle.clear()
         self._queue.append(key)
         self._added_at.setdefault(key, self._clock())
         self._hooks.on_depth(len(self._queue))
