@@ -1,0 +1,518 @@
+"""`tfjob operator` on a real API server: throughput, reaction time and memory.
+
+Runs on the test control plane (tests/support/controlplane.py: real etcd and
+kube-apiserver, no kubelet; pod phases are written the way FakeKubelet does). Figures,
+each with its baseline or goal:
+
+1. Throughput - 200 TFJobs x 4 workers submitted at once: seconds until all 800 pods
+   and 800 services exist. Baseline, same run, same machine: a plain async client
+   that creates the same 200 TFJobs and the same 1,600 objects (rendered by the same
+   core) with the same concurrency (4 jobs at a time, each job's 8 objects at once,
+   like 4 workers). Goal: operator / plain <= 1.2.
+2. Reaction time - a pod's status change (worker 0 goes Running, written through
+   pods/status as a kubelet would) until the TFJob's Running condition is seen on a
+   watch, one job at a time: p50 and p99. Goal: p99 <= 100 ms.
+3. Memory - peak RSS of the operator process (psutil) while it manages 2,000 TFJobs
+   with 8,000 pods and 8,000 services, and after a restart with all of them listed
+   at start-up. Goal: <= 150 MB.
+
+Run: python bench/operator_bench.py [--jobs 200] [--memory-jobs 2000] [--skip-memory]
+The machine's load matters (2 cores shared by etcd, the API server, the operator and
+this script): compare the ratio, not the seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.controlplane import (  # noqa: E402
+    MANIFESTS_BASE,
+    ControlPlane,
+    apply_documents,
+    find_assets,
+    load_manifest,
+)
+from tfjob.api.types import TFJob  # noqa: E402
+from tfjob.core.plan import CreatePod, CreateService  # noqa: E402
+from tfjob.core.reconcile import reconcile  # noqa: E402
+from tfjob.core.settings import Settings  # noqa: E402
+from tfjob.runtimes.kubernetes.client import KubeClient  # noqa: E402
+from tfjob.runtimes.kubernetes.decode import POD_CODEC, SERVICE_CODEC  # noqa: E402
+from tfjob.runtimes.kubernetes.informer import Informer  # noqa: E402
+from tfjob.runtimes.kubernetes.resources import (  # noqa: E402
+    OWNED_SELECTOR,
+    PODS,
+    SERVICES,
+    TFJOBS,
+)
+
+REPLICAS = 4
+WORKERS = 4  # the operator's default, and the plain client's jobs in flight
+SUBMITTERS = 8  # concurrent TFJob POSTs from the "user"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def tfjob(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "None"},
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": REPLICAS,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "tensorflow", "image": "registry.example/tf:2.16"}
+                            ]
+                        }
+                    },
+                }
+            },
+        },
+    }
+
+
+# -- plumbing --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def control_plane() -> Iterator[ControlPlane]:
+    plane = ControlPlane(find_assets(build=False))
+    plane.start()
+    try:
+        from lightkube import Client
+        from lightkube.config.kubeconfig import KubeConfig
+
+        kube = Client(KubeConfig.from_file(plane.kubeconfig_path))
+        apply_documents(kube, load_manifest(MANIFESTS_BASE / "crd.yaml"))
+        time.sleep(2)  # CRD established
+        kube.close()
+        yield plane
+    finally:
+        plane.stop()
+
+
+class Operator:
+    """`tfjob operator` as a subprocess, with its RSS sampled in the background."""
+
+    profile: Path | None = None  # --profile: run the (first) operator under cProfile
+
+    def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
+        self.log = log
+        command = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
+        if Operator.profile is not None:
+            script = log.with_suffix(".py")
+            script.write_text("from tfjob.interfaces.cli import main\nmain()\n")
+            command = [sys.executable, "-m", "cProfile", "-o", str(Operator.profile), str(script)]
+            Operator.profile = None
+        self.metrics_port = _free_port()
+        args = [
+            *command,
+            "operator",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            namespace,
+            "--metrics-port",
+            str(self.metrics_port),
+            "--health-port",
+            "-1",
+            "--bind-address",
+            "127.0.0.1",
+            "--workers",
+            str(WORKERS),
+        ]
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        self.peak_rss = 0
+        self._ps = psutil.Process(self.process.pid)
+
+    async def sample_rss(self) -> None:
+        while self.process.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                self.peak_rss = max(self.peak_rss, self._ps.memory_info().rss)
+            await asyncio.sleep(0.1)
+
+    def requests(self) -> str:
+        """The operator's API requests so far, by method and code (from /metrics)."""
+        import urllib.request
+
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode()
+        found = []
+        for line in text.splitlines():
+            if line.startswith("rest_client_requests_total{"):
+                labels, value = line.rsplit(" ", 1)
+                method = labels.split('method="')[1].split('"')[0]
+                code = labels.split('code="')[1].split('"')[0]
+                found.append(f"{method} {code}: {float(value):.0f}")
+        return ", ".join(sorted(found))
+
+    def rss(self) -> int:
+        return int(self._ps.memory_info().rss)
+
+    async def wait_synced(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while b"caches synced" not in self.log.read_bytes():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"operator not synced:\n{self.log.read_text()[-2000:]}")
+            await asyncio.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+class Cpu:
+    """CPU seconds used by each process of interest between two readings."""
+
+    def __init__(self, processes: dict[str, int]) -> None:
+        self._procs = {name: psutil.Process(pid) for name, pid in processes.items()}
+        self._start = self._read()
+
+    def _read(self) -> dict[str, float]:
+        found = {}
+        for name, proc in self._procs.items():
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                found[name] = times.user + times.system
+        return found
+
+    def used(self) -> str:
+        now = self._read()
+        parts = [f"{name} {now[name] - self._start.get(name, 0.0):.1f}" for name in now]
+        return "CPU s: " + ", ".join(parts)
+
+
+def plane_pids(plane: ControlPlane) -> dict[str, int]:
+    return {
+        "etcd": plane._etcd.pid,
+        "apiserver": plane._apiserver.pid,  # type: ignore[union-attr]
+        "bench": os.getpid(),
+    }
+
+
+async def create_namespace(client: KubeClient, name: str) -> None:
+    from tfjob.runtimes.kubernetes.resources import Resource
+
+    await client.create(Resource("", "v1", "namespaces"), "", {"metadata": {"name": name}})
+
+
+class Counter:
+    """Pods and services with our label in a namespace, kept by two informers."""
+
+    def __init__(self, client: KubeClient, namespace: str) -> None:
+        self.pods = Informer(
+            client, PODS, POD_CODEC, namespace=namespace, label_selector=OWNED_SELECTOR
+        )
+        self.services = Informer(
+            client, SERVICES, SERVICE_CODEC, namespace=namespace, label_selector=OWNED_SELECTOR
+        )
+        self._tasks = [asyncio.create_task(i.run()) for i in (self.pods, self.services)]
+
+    async def synced(self) -> None:
+        await self.pods.synced.wait()
+        await self.services.synced.wait()
+
+    async def until(self, pods: int, services: int, timeout: float = 600) -> float:
+        deadline = time.monotonic() + timeout
+        while len(self.pods) < pods or len(self.services) < services:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.pods)} pods, {len(self.services)} services")
+            await asyncio.sleep(0.005)
+        return time.perf_counter()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def submit(client: KubeClient, namespace: str, count: int, prefix: str = "j") -> None:
+    gate = asyncio.Semaphore(SUBMITTERS)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await client.create(TFJOBS, namespace, tfjob(f"{prefix}{i}", namespace))
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+
+
+# -- 1. throughput ---------------------------------------------------------------------
+
+
+async def operator_throughput(
+    client: KubeClient, plane: ControlPlane, jobs: int, folder: Path
+) -> tuple[float, Operator, str]:
+    namespace = "bench-operator"
+    await create_namespace(client, namespace)
+    counter = Counter(client, namespace)
+    await counter.synced()
+    operator = Operator(plane.kubeconfig_path, namespace, folder / "operator.log")
+    await operator.wait_synced()
+    cpu = Cpu({**plane_pids(plane), "operator": operator.process.pid})
+    started = time.perf_counter()
+    await submit(client, namespace, jobs)
+    done = await counter.until(jobs * REPLICAS, jobs * REPLICAS)
+    print(f"  operator run {cpu.used()}")
+    print(f"  operator requests during the run: {operator.requests()}")
+    await counter.close()
+    return done - started, operator, namespace
+
+
+async def plain_throughput(client: KubeClient, plane: ControlPlane, jobs: int) -> float:
+    """The same work without an operator: the "user" submits TFJobs (8 at a time, as
+    in the operator run) and 4 consumers create each submitted job's 8 objects at once,
+    straight from the POST responses - no cache, no status writes, no events."""
+    namespace = "bench-plain"
+    await create_namespace(client, namespace)
+    counter = Counter(client, namespace)
+    await counter.synced()
+    settings = Settings()
+    submitted: asyncio.Queue[bytes | None] = asyncio.Queue()
+    gate = asyncio.Semaphore(SUBMITTERS)
+
+    async def submit_one(i: int) -> None:
+        async with gate:
+            await submitted.put(await client.create(TFJOBS, namespace, tfjob(f"j{i}", namespace)))
+
+    async def consume() -> None:
+        while (raw := await submitted.get()) is not None:
+            job = msgspec.json.decode(raw, type=TFJob)
+            plan = reconcile(job, [], [], datetime.now(UTC), settings)
+            creates = [a for a in plan.actions if isinstance(a, CreatePod | CreateService)]
+            await asyncio.gather(
+                *(
+                    client.create(
+                        PODS if isinstance(a, CreatePod) else SERVICES, namespace, a.manifest
+                    )
+                    for a in creates
+                )
+            )
+
+    cpu = Cpu(plane_pids(plane))
+    started = time.perf_counter()
+    consumers = [asyncio.create_task(consume()) for _ in range(WORKERS)]
+    await asyncio.gather(*(submit_one(i) for i in range(jobs)))
+    for _ in consumers:
+        await submitted.put(None)
+    await asyncio.gather(*consumers)
+    done = await counter.until(jobs * REPLICAS, jobs * REPLICAS)
+    print(f"  plain run {cpu.used()}")
+    await counter.close()
+    return done - started
+
+
+# -- 2. reaction time ------------------------------------------------------------------
+
+
+def running_status(pod: dict[str, Any]) -> dict[str, Any]:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "status": {
+            "phase": "Running",
+            "startTime": now,
+            "containerStatuses": [
+                {
+                    "name": "tensorflow",
+                    "image": "registry.example/tf:2.16",
+                    "imageID": "",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": now}},
+                }
+            ],
+        }
+    }
+
+
+class _Cond(msgspec.Struct):
+    type: str
+    status: str
+
+
+class _JobStatus(msgspec.Struct):
+    conditions: list[_Cond] = []
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    resourceVersion: str = ""  # wire name
+
+
+class _Job(msgspec.Struct):
+    metadata: _Meta
+    status: _JobStatus = msgspec.field(default_factory=_JobStatus)
+
+
+class _Event(msgspec.Struct):
+    type: str
+    object: _Job
+
+
+async def reaction_times(client: KubeClient, namespace: str, samples: int) -> list[float]:
+    """Milliseconds from a pod status write to the job's Running condition on a watch."""
+    seen: dict[str, float] = {}
+    waiting: dict[str, asyncio.Future[float]] = {}
+    listing = msgspec.json.decode(await client.list(TFJOBS, namespace, limit=0))
+    version = listing["metadata"]["resourceVersion"]
+
+    async def watch() -> None:
+        async for line in client.watch(
+            TFJOBS, namespace, resource_version=version, timeout_seconds=600
+        ):
+            event = msgspec.json.decode(line, type=_Event)
+            name = event.object.metadata.name
+            if any(
+                c.type == "Running" and c.status == "True" for c in event.object.status.conditions
+            ):
+                seen.setdefault(name, time.perf_counter())
+                future = waiting.pop(name, None)
+                if future is not None and not future.done():
+                    future.set_result(seen[name])
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0.5)
+    results = []
+    loop = asyncio.get_running_loop()
+    for i in range(samples):
+        name = f"j{i}"
+        future: asyncio.Future[float] = loop.create_future()
+        waiting[name] = future
+        started = time.perf_counter()
+        await client.merge_patch(
+            PODS, namespace, f"{name}-worker-0", running_status({}), subresource="status"
+        )
+        finished = await asyncio.wait_for(future, 10)
+        results.append((finished - started) * 1000)
+    watcher.cancel()
+    await asyncio.gather(watcher, return_exceptions=True)
+    return results
+
+
+# -- 3. memory -------------------------------------------------------------------------
+
+
+async def memory(client: KubeClient, kubeconfig: Path, jobs: int, folder: Path) -> None:
+    namespace = "bench-memory"
+    await create_namespace(client, namespace)
+    counter = Counter(client, namespace)
+    await counter.synced()
+    operator = Operator(kubeconfig, namespace, folder / "memory.log")
+    sampler = asyncio.create_task(operator.sample_rss())
+    await operator.wait_synced()
+    base = operator.rss()
+    started = time.perf_counter()
+    await submit(client, namespace, jobs)
+    await counter.until(jobs * REPLICAS, jobs * REPLICAS, timeout=1800)
+    elapsed = time.perf_counter() - started
+    await asyncio.sleep(3)  # let status writes and events settle
+    steady = operator.rss()
+    operator.stop()
+    await sampler
+    print(
+        f"  {jobs} jobs, {jobs * REPLICAS} pods + {jobs * REPLICAS} services created in "
+        f"{elapsed:.1f} s by the operator"
+    )
+    print(
+        f"  RSS: {base / 2**20:.0f} MB empty, {steady / 2**20:.0f} MB managing all, "
+        f"peak {operator.peak_rss / 2**20:.0f} MB (goal <= 150 MB)"
+    )
+
+    restarted = Operator(kubeconfig, namespace, folder / "memory-restart.log")
+    sampler = asyncio.create_task(restarted.sample_rss())
+    await restarted.wait_synced(timeout=300)
+    await asyncio.sleep(3)
+    after = restarted.rss()
+    restarted.stop()
+    await sampler
+    synced = [
+        line
+        for line in (folder / "memory-restart.log").read_text().splitlines()
+        if "caches synced" in line
+    ]
+    print(
+        f"  after a restart (everything listed at start): {after / 2**20:.0f} MB, "
+        f"peak {restarted.peak_rss / 2**20:.0f} MB; {synced[0] if synced else ''}"
+    )
+    await counter.close()
+
+
+# -- main ------------------------------------------------------------------------------
+
+
+async def main(args: argparse.Namespace) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="tfjob-bench-"))
+    with control_plane() as plane:
+        client = KubeClient.connect(str(plane.kubeconfig_path))
+        print(f"control plane {plane.server}; logs in {folder}; load avg {os.getloadavg()}")
+
+        print(f"1. {args.jobs} TFJobs x {REPLICAS} workers submitted at once")
+        plain = await plain_throughput(client, plane, args.jobs)
+        seconds, operator, namespace = await operator_throughput(client, plane, args.jobs, folder)
+        print(
+            f"  operator: {seconds:.2f} s until {args.jobs * REPLICAS} pods and "
+            f"{args.jobs * REPLICAS} services exist"
+        )
+        print(f"  plain client, same objects, same concurrency: {plain:.2f} s")
+        print(f"  ratio operator/plain: {seconds / plain:.2f} (goal <= 1.2)")
+
+        await asyncio.sleep(3)  # status writes and events of the burst settle
+        print(f"2. pod status change -> job condition, {args.samples} jobs one at a time")
+        times = sorted(await reaction_times(client, namespace, args.samples))
+        p50 = statistics.median(times)
+        p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+        print(f"  p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {times[-1]:.1f} ms (goal p99 <= 100 ms)")
+        operator.stop()
+
+        if not args.skip_memory:
+            print(f"3. memory with {args.memory_jobs} jobs")
+            await memory(client, plane.kubeconfig_path, args.memory_jobs, folder)
+        await client.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--memory-jobs", type=int, default=2000)
+    parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--profile", type=Path, help="cProfile output of the operator")
+    arguments = parser.parse_args()
+    Operator.profile = arguments.profile
+    asyncio.run(main(arguments))
