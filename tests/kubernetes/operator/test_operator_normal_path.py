@@ -195,3 +195,15 @@ def test_a_partially_created_job_gets_only_what_is_missing(
     wait_for(lambda: creations() == expected, message=f"exactly the events {expected}")
     time.sleep(0.5)
     assert creations() == expected
+
+
+def test_the_cluster_domain_flag_goes_into_tf_config(operators: Operators, jobs: Jobs) -> None:
+    operators.start("--cluster-domain", "cluster.local")
+    jobs.create("dom", {"Worker": replica(2)})
+    pods = jobs.wait_pods({"dom-worker-0", "dom-worker-1"})
+    config = json.loads(_env(pods["dom-worker-1"])["TF_CONFIG"])
+    ns = jobs.namespace
+    assert config["cluster"]["worker"] == [
+        f"dom-worker-0.{ns}.svc.cluster.local:2222",
+        f"dom-worker-1.{ns}.svc.cluster.local:2222",
+    ]

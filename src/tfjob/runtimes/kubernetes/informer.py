@@ -106,6 +106,7 @@ class Informer(Generic[T]):
         label_selector: str = "",
         page_size: int = 500,
         backoff: Backoff | None = None,
+        watch_seconds: int = 300,
     ) -> None:
         self._client = client
         self._resource = resource
@@ -114,6 +115,7 @@ class Informer(Generic[T]):
         self._selector = label_selector
         self._page_size = page_size
         self._backoff = backoff or Backoff()
+        self._watch_seconds = watch_seconds
         self._store: dict[str, T] = {}
         self._indexers: dict[str, IndexFunc[T]] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
@@ -161,8 +163,12 @@ class Informer(Generic[T]):
     # -- running ---------------------------------------------------------------------
 
     async def run(self) -> None:
-        """List, then watch forever; returns only when cancelled."""
-        relist = True
+        """List, then watch forever; returns only when cancelled.
+
+        Run again after a cancellation, it resumes the watch from the last
+        resourceVersion it saw (a relist only if the server says that is too old).
+        """
+        relist = not self.resource_version
         while True:
             try:
                 if relist:
@@ -213,7 +219,8 @@ class Informer(Generic[T]):
         self.synced.set()
 
     async def _watch(self) -> None:
-        timeout = int(300 * (1 + random.random()))  # spread reconnects like client-go
+        # Between one and two times the minimum, to spread reconnects (as client-go).
+        timeout = int(self._watch_seconds * (1 + random.random()))
         events = self._client.watch(
             self._resource,
             self._namespace,
