@@ -16,7 +16,12 @@ each with its baseline or goal:
    with 8,000 pods and 8,000 services, and after a restart with all of them listed
    at start-up. Goal: <= 150 MB.
 
+With --client-costs it first shows why the client is built as it is: decoding a
+5,000-pod list into our projection vs lightkube's models vs plain dicts, and the client
+CPU of one create through httpx (lightkube's transport) vs aiohttp (ours).
+
 Run: python bench/operator_bench.py [--jobs 200] [--memory-jobs 2000] [--skip-memory]
+     [--client-costs] [--profile operator.prof]
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script): compare the ratio, not the seconds.
 """
@@ -43,21 +48,21 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.controlplane import (  # noqa: E402
+from tests.support.controlplane import (
     MANIFESTS_BASE,
     ControlPlane,
     apply_documents,
     find_assets,
     load_manifest,
 )
-from tfjob.api.types import TFJob  # noqa: E402
-from tfjob.core.plan import CreatePod, CreateService  # noqa: E402
-from tfjob.core.reconcile import reconcile  # noqa: E402
-from tfjob.core.settings import Settings  # noqa: E402
-from tfjob.runtimes.kubernetes.client import KubeClient  # noqa: E402
-from tfjob.runtimes.kubernetes.decode import POD_CODEC, SERVICE_CODEC  # noqa: E402
-from tfjob.runtimes.kubernetes.informer import Informer  # noqa: E402
-from tfjob.runtimes.kubernetes.resources import (  # noqa: E402
+from tfjob.api.types import TFJob
+from tfjob.core.plan import CreatePod, CreateService
+from tfjob.core.reconcile import reconcile
+from tfjob.core.settings import Settings
+from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.decode import POD_CODEC, SERVICE_CODEC
+from tfjob.runtimes.kubernetes.informer import Informer
+from tfjob.runtimes.kubernetes.resources import (
     OWNED_SELECTOR,
     PODS,
     SERVICES,
@@ -181,8 +186,8 @@ class Operator:
     def rss(self) -> int:
         return int(self._ps.memory_info().rss)
 
-    async def wait_synced(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
+    async def wait_synced(self, within: float = 120) -> None:
+        deadline = time.monotonic() + within
         while b"caches synced" not in self.log.read_bytes():
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"operator not synced:\n{self.log.read_text()[-2000:]}")
@@ -248,8 +253,8 @@ class Counter:
         await self.pods.synced.wait()
         await self.services.synced.wait()
 
-    async def until(self, pods: int, services: int, timeout: float = 600) -> float:
-        deadline = time.monotonic() + timeout
+    async def until(self, pods: int, services: int, within: float = 600) -> float:
+        deadline = time.monotonic() + within
         while len(self.pods) < pods or len(self.services) < services:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(self.pods)} pods, {len(self.services)} services")
@@ -439,7 +444,7 @@ async def memory(client: KubeClient, kubeconfig: Path, jobs: int, folder: Path) 
     base = operator.rss()
     started = time.perf_counter()
     await submit(client, namespace, jobs)
-    await counter.until(jobs * REPLICAS, jobs * REPLICAS, timeout=1800)
+    await counter.until(jobs * REPLICAS, jobs * REPLICAS, within=1800)
     elapsed = time.perf_counter() - started
     await asyncio.sleep(3)  # let status writes and events settle
     steady = operator.rss()
@@ -456,7 +461,7 @@ async def memory(client: KubeClient, kubeconfig: Path, jobs: int, folder: Path) 
 
     restarted = Operator(kubeconfig, namespace, folder / "memory-restart.log")
     sampler = asyncio.create_task(restarted.sample_rss())
-    await restarted.wait_synced(timeout=300)
+    await restarted.wait_synced(within=300)
     await asyncio.sleep(3)
     after = restarted.rss()
     restarted.stop()
@@ -473,6 +478,165 @@ async def memory(client: KubeClient, kubeconfig: Path, jobs: int, folder: Path) 
     await counter.close()
 
 
+# -- 0. why this client: decoding and per-request cost ------------------------------
+
+
+def realistic_pod(i: int) -> dict[str, Any]:
+    """A pod as the API server returns it for a 4-worker job (managedFields included)."""
+    job = msgspec.json.decode(msgspec.json.encode(tfjob("j", "ns")), type=TFJob)
+    job.metadata.uid = "0b5c6f0e-5a8e-4d4e-9f43-7a6f5c1d2e3f"
+    plan = reconcile(job, [], [], datetime.now(UTC), Settings())
+    pod: dict[str, Any] = next(a for a in plan.actions if isinstance(a, CreatePod)).manifest
+    now = "2026-01-01T00:00:00Z"
+    pod["metadata"].update(
+        name=f"j{i}-worker-0",
+        uid=f"uid-{i}",
+        resourceVersion=str(1000 + i),
+        creationTimestamp=now,
+        managedFields=[
+            {
+                "manager": "tfjob-operator",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": now,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:metadata": {"f:labels": {f"f:{k}": {} for k in pod["metadata"]["labels"]}},
+                    "f:spec": {"f:containers": {'k:{"name":"tensorflow"}': {}}},
+                },
+            }
+        ],
+    )
+    pod["spec"].update(
+        dnsPolicy="ClusterFirst",
+        schedulerName="default-scheduler",
+        terminationGracePeriodSeconds=30,
+        enableServiceLinks=True,
+        priority=0,
+        securityContext={},
+        serviceAccountName="default",
+        nodeName="node-1",
+        tolerations=[
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            }
+        ],
+    )
+    pod["status"] = running_status({})["status"] | {
+        "conditions": [
+            {"type": t, "status": "True", "lastTransitionTime": now}
+            for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ],
+        "hostIP": "10.0.0.1",
+        "podIP": f"10.1.{i // 250}.{i % 250}",
+        "qosClass": "BestEffort",
+    }
+    return pod
+
+
+def decode_costs(pods: int = 5000) -> None:
+    import gc
+    import tracemalloc
+
+    from lightkube.core import decoders
+    from lightkube.resources.core_v1 import Pod as LightkubePod
+
+    body = msgspec.json.encode(
+        {
+            "kind": "PodList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": "9"},
+            "items": [realistic_pod(i) for i in range(pods)],
+        }
+    )
+    ways = {
+        "msgspec into tfjob's projection": lambda: POD_CODEC.decode_list(body),
+        "lightkube 1.x models": lambda: decoders.decode_list(body, LightkubePod),
+        "plain dicts (msgspec, untyped)": lambda: msgspec.json.decode(body),
+    }
+    print(f"0. decoding a PodList of {pods} pods ({len(body) / 2**20:.1f} MB of JSON)")
+    for name, decode in ways.items():
+        best = min(_timed(decode) for _ in range(3))
+        gc.collect()
+        tracemalloc.start()
+        kept = decode()
+        size = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        del kept
+        print(f"  {name}: {best * 1000:.0f} ms, {size / 2**20:.0f} MB kept")
+
+
+def _timed(work: Any) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+async def request_costs(kubeconfig: Path, count: int = 1000) -> None:
+    """Client CPU per create, httpx (what lightkube uses) vs aiohttp (ours)."""
+    import resource as rusage
+
+    import httpx2
+    from lightkube.config import client_adapter
+    from lightkube.config.kubeconfig import KubeConfig
+
+    def cpu() -> float:
+        usage = rusage.getrusage(rusage.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    def body(i: int, tag: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"{tag}-{i}"},
+            "data": {"a": "x" * 500},
+        }
+
+    ns = "bench-requests"
+    ours = KubeClient.connect(str(kubeconfig))
+    await create_namespace(ours, ns)
+    single = KubeConfig.from_file(kubeconfig).get()
+    assert single is not None
+    params = client_adapter.ConnectionParams()
+    httpx = httpx2.AsyncClient(
+        **params.httpx_params(single), limits=httpx2.Limits(max_keepalive_connections=64)
+    )
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    gate = asyncio.Semaphore(32)
+
+    async def via_httpx(i: int) -> None:
+        async with gate:
+            answer = await httpx.post(
+                path,
+                content=msgspec.json.encode(body(i, "hx")),
+                headers={"Content-Type": "application/json"},
+            )
+            assert answer.status_code == 201
+
+    async def via_aiohttp(i: int) -> None:
+        from tfjob.runtimes.kubernetes.resources import Resource
+
+        async with gate:
+            await ours.create(Resource("", "v1", "configmaps"), ns, body(i, "ah"))
+
+    print(f"0b. client CPU for {count} creates, 32 at a time")
+    for name, one in (
+        ("httpx (lightkube's transport)", via_httpx),
+        ("aiohttp (ours)", via_aiohttp),
+    ):
+        started, used = time.perf_counter(), cpu()
+        await asyncio.gather(*(one(i) for i in range(count)))
+        print(
+            f"  {name}: {time.perf_counter() - started:.2f} s, {cpu() - used:.2f} s CPU "
+            f"({(cpu() - used) / count * 1000:.2f} ms per request)"
+        )
+    await httpx.aclose()
+    await ours.close()
+
+
 # -- main ------------------------------------------------------------------------------
 
 
@@ -481,6 +645,9 @@ async def main(args: argparse.Namespace) -> None:
     with control_plane() as plane:
         client = KubeClient.connect(str(plane.kubeconfig_path))
         print(f"control plane {plane.server}; logs in {folder}; load avg {os.getloadavg()}")
+        if args.client_costs:
+            decode_costs()
+            await request_costs(plane.kubeconfig_path)
 
         print(f"1. {args.jobs} TFJobs x {REPLICAS} workers submitted at once")
         plain = await plain_throughput(client, plane, args.jobs)
@@ -512,6 +679,9 @@ if __name__ == "__main__":
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--memory-jobs", type=int, default=2000)
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument(
+        "--client-costs", action="store_true", help="also measure decoding and per-request CPU"
+    )
     parser.add_argument("--profile", type=Path, help="cProfile output of the operator")
     arguments = parser.parse_args()
     Operator.profile = arguments.profile

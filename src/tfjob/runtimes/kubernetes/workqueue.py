@@ -187,6 +187,7 @@ class WorkQueue:
     def shut_down(self) -> None:
         """Stop handing out work; workers blocked in `get` return None."""
         self._shutting_down = True
+        self.idle.set()  # no reconcile will start again
         self._timer_wake.set()
         while self._getters:
             waiter = self._getters.popleft()
