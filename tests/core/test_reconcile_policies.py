@@ -293,3 +293,14 @@ def test_invalid_job_fails_with_a_message_naming_the_field() -> None:
     assert ("Warning", "TFJobFailedValidation") in [(e.type, e.reason) for e in plan.events]
     # Seen again, nothing changes.
     assert not run(advance(bad, plan)).status_changed
+
+
+def test_deadline_never_fires_early_with_whole_second_timestamps() -> None:
+    """startTime is rounded up: a job started at .6 s with a 2 s deadline must run 2 s."""
+    tfjob = job(Worker=replica(1), run_policy={"activeDeadlineSeconds": 2})
+    first = run(tfjob, now=later(0.6))
+    assert first.status.start_time == "2026-11-30T12:00:01Z"
+    assert first.requeue_after == 2.4
+    started = advance(tfjob, first)
+    assert ("Failed", "True") not in condition_types(run(started, [pod("worker", 0)], now=later(2.5)))
+    assert ("Failed", "True") in condition_types(run(started, [pod("worker", 0)], now=later(3.0)))

@@ -70,6 +70,17 @@ class Pass:
     def stamp(self) -> str:
         return format_time(self.now)
 
+    @property
+    def start_stamp(self) -> str:
+        """`now` rounded up to the whole second, for startTime.
+
+        Kubernetes timestamps have whole seconds. Truncating the start would let
+        activeDeadlineSeconds fire up to a second early; rounding up makes it fire
+        on time or at most a second late, consistently with the recorded start.
+        """
+        whole = self.now.replace(microsecond=0)
+        return format_time(whole if whole == self.now else whole + timedelta(seconds=1))
+
     def event(self, kind: str, reason: str, message: str) -> None:
         self.events.append(Event(type=kind, reason=reason, message=message))
 

@@ -131,7 +131,7 @@ def _run(state: Pass) -> None:
         message = f"TFJob {state.name} is resumed."
         state.condition(c.SUSPENDED, "False", "TFJobResumed", message)
         state.event("Normal", "TFJobResumed", message)
-        state.status.start_time = state.stamp
+        state.status.start_time = state.start_stamp
     if _past_limits(state):
         _finish(state)
         return
@@ -139,7 +139,7 @@ def _run(state: Pass) -> None:
         _reconcile_pods(state, rtype)
         _reconcile_services(state, rtype)
     if state.status.start_time is None:
-        state.status.start_time = state.stamp
+        state.status.start_time = state.start_stamp
     update_job_status(state)
     if conditions.is_finished(state.status):
         # (better) Do not create what the finished job no longer needs; clean up now.
