@@ -49,7 +49,7 @@ def reconcile(
         return Plan(status=job.status)
     errors = validate(job, require_image=settings.require_image)
     if errors:
-        return _reject(job, now, "; ".join(str(e) for e in errors))
+        return reject(job, now, "; ".join(str(e) for e in errors))
     state = Pass.start(with_defaults(job), _owned(job, pods), _owned(job, services), now, settings)
     _ensure_created(state)
     if conditions.is_finished(state.status):
@@ -70,8 +70,13 @@ def _owned(job: TFJob, objects: Sequence[_Obj]) -> list[_Obj]:
     return [o for o in objects if o.metadata.controller_uid() == job.metadata.uid]
 
 
-def _reject(job: TFJob, now: datetime, problems: str) -> Plan:
-    """A job that fails validation gets a Failed condition naming the fields."""
+def reject(job: TFJob, now: datetime, problems: str) -> Plan:
+    """The plan for a job that cannot run: a Failed condition naming the problems.
+
+    Used for jobs that fail validation, and by runtimes for stored objects that do not
+    even decode (give it a TFJob with just their metadata and status). A job that is
+    already finished is left as it is.
+    """
     state = Pass.start(job, [], [], now, Settings())
     _ensure_created(state)
     if not conditions.is_finished(state.status):
