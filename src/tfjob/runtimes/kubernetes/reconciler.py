@@ -121,29 +121,35 @@ class Reconciler:
             await self._write_status(job.metadata, job.status, plan.status)
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
-        self._count(job, pods, plan)
-        write_after = plan.status_changed and not plan.status_first
-        if write_after and not any(isinstance(a, DeleteJob) for a in plan.actions):
-            # Nothing in the status depends on how the writes go (it describes what
-            # was observed), so it goes out together with them: one round trip less.
-            acted, written = await asyncio.gather(
-                self._act(key, ref, plan.actions),
-                self._write_status(job.metadata, job.status, plan.status),
-                return_exceptions=True,
-            )
-            if isinstance(acted, BaseException):
-                raise acted
-            if isinstance(written, BaseException):
-                raise written
-            errors, job_deleted = acted
-        else:
-            errors, job_deleted = await self._act(key, ref, plan.actions)
-            if write_after and not job_deleted:
-                await self._write_status(job.metadata, job.status, plan.status)
+        errors, job_deleted = await self._act_and_write(key, job, ref, plan)
+        self._count(job, pods, plan)  # only once the new status is stored
         if plan.requeue_after is not None and not job_deleted:
             self._queue.add_after(key, plan.requeue_after)
         if errors:
             raise ActionsFailed(errors)
+
+    async def _act_and_write(
+        self, key: str, job: TFJob, ref: ObjectRef, plan: Plan
+    ) -> tuple[list[Exception], bool]:
+        """The actions, and the status if it was not written first.
+
+        Nothing in the status depends on how the writes go (it describes what was
+        observed), so it goes out together with them - one round trip less per
+        reconcile - unless the job is being deleted (then there is nothing to write to).
+        """
+        write = plan.status_changed and not plan.status_first
+        if not write or any(isinstance(a, DeleteJob) for a in plan.actions):
+            return await self._act(key, ref, plan.actions)
+        acted, written = await asyncio.gather(
+            self._act(key, ref, plan.actions),
+            self._write_status(job.metadata, job.status, plan.status),
+            return_exceptions=True,
+        )
+        if isinstance(acted, BaseException):
+            raise acted
+        if isinstance(written, BaseException):
+            raise written
+        return acted
 
     def _count(self, job: TFJob, pods: list[Pod], plan: Plan) -> None:
         ns = job.metadata.namespace
