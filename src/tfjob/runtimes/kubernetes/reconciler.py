@@ -15,7 +15,6 @@ into API calls, in the order that keeps the cluster consistent:
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,9 +27,9 @@ from tfjob.api import constants as c
 from tfjob.api.observed import Pod, Service
 from tfjob.api.types import JobStatus, ObjectMeta, TFJob
 from tfjob.core import conditions
-from tfjob.core.pass_state import format_time
 from tfjob.core.plan import Action, CreatePod, CreateService, DeleteJob, DeletePod, Plan
 from tfjob.core.reconcile import reconcile as decide
+from tfjob.core.reconcile import reject
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
 from tfjob.runtimes.kubernetes.decode import UndecodableJob, decode_tfjob
@@ -312,27 +311,16 @@ class Reconciler:
     # -- jobs the model cannot read ---------------------------------------------------
 
     async def _reject(self, job: UndecodableJob) -> None:
-        """Mark a TFJob that cannot be decoded Failed, naming the field (tf-operator's
-        InvalidTFJobSpec), instead of retrying it forever."""
-        if conditions.is_finished(job.status):
-            return
-        meta = job.metadata
-        now = format_time(self._clock())
-        status = copy.deepcopy(job.status)
-        if conditions.find(status, c.CREATED) is None:
-            conditions.set_condition(
-                status, c.CREATED, "True", "TFJobCreated", f"TFJob {meta.name} is created.", now
-            )
-        message = f"TFJob {meta.namespace}/{meta.name} is invalid: {job.error}"
-        conditions.set_condition(status, c.FAILED, "True", "InvalidTFJobSpec", message, now)
-        status.completion_time = status.completion_time or now
-        self._recorder.record(
-            _ref(meta),
-            "Warning",
-            "InvalidTFJobSpec",
-            f"Failed to marshal the object to TFJob; the spec is invalid: {job.error}",
-        )
-        await self._write_status(meta, job.status, status)
+        """Mark a TFJob that cannot be decoded Failed, naming the field, instead of
+        retrying it forever (the core decides the condition and the event)."""
+        stub = TFJob(metadata=job.metadata, status=job.status)
+        plan = reject(stub, self._clock(), job.error)
+        ref = _ref(job.metadata)
+        for event in plan.events:
+            self._recorder.record(ref, event.type, event.reason, event.message)
+        if plan.status_changed:
+            await self._write_status(job.metadata, job.status, plan.status)
+            self._count(stub, [], plan)
 
 
 def _waves(actions: Sequence[Action]) -> list[list[Action]]:
