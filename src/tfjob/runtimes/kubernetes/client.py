@@ -103,10 +103,14 @@ class KubeClient:
 
     def __init__(
         self,
+        server: str,
         session: aiohttp.ClientSession,
         credentials: Credentials,
         throttle: TokenBucket | None = None,
     ) -> None:
+        # Kept as a prefix, not as the session's base_url: a server behind a proxy may
+        # carry a path (https://host/k8s/clusters/c-1), which base_url would drop.
+        self._server = server.rstrip("/")
         self._session = session
         self._credentials = credentials
         self._throttle = throttle
@@ -135,18 +139,17 @@ class KubeClient:
             keepalive_timeout=60.0,
         )
         session = aiohttp.ClientSession(
-            conn.server,
             connector=connector,
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
             timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
             auto_decompress=True,
         )
         throttle = TokenBucket(qps, burst or int(qps) or 1) if qps > 0 else None
-        return cls(session, conn.credentials, throttle)
+        return cls(conn.server, session, conn.credentials, throttle)
 
     @property
     def server(self) -> str:
-        return str(self._session._base_url)
+        return self._server
 
     async def close(self) -> None:
         await self._session.close()
@@ -200,7 +203,7 @@ class KubeClient:
         timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 60.0)
         try:
             async with self._session.get(
-                resource.path(namespace),
+                self._server + resource.path(namespace),
                 params=params,
                 timeout=timeout,
                 headers=await self._auth(),
@@ -283,7 +286,12 @@ class KubeClient:
                 headers["Content-Type"] = content_type
             try:
                 async with self._session.request(
-                    method, path, params=params, data=content, headers=headers
+                    method,
+                    self._server + path,
+                    params=params,
+                    data=content,
+                    headers=headers,
+                    allow_redirects=False,  # never hand the credentials to another host
                 ) as response:
                     status, payload = response.status, await response.read()
             except TimeoutError as error:  # an OSError too: must come first
