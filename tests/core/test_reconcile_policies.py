@@ -302,5 +302,7 @@ def test_deadline_never_fires_early_with_whole_second_timestamps() -> None:
     assert first.status.start_time == "2026-11-30T12:00:01Z"
     assert first.requeue_after == 2.4
     started = advance(tfjob, first)
-    assert ("Failed", "True") not in condition_types(run(started, [pod("worker", 0)], now=later(2.5)))
+    assert ("Failed", "True") not in condition_types(
+        run(started, [pod("worker", 0)], now=later(2.5))
+    )
     assert ("Failed", "True") in condition_types(run(started, [pod("worker", 0)], now=later(3.0)))

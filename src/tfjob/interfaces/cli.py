@@ -48,3 +48,7 @@ def cli() -> None:
 def main() -> None:
     """Console-script entry point."""
     cli()
+
+
+if __name__ == "__main__":
+    main()
