@@ -67,6 +67,17 @@ def with_spec(tfjob: TFJob, **changes: Any) -> TFJob:
     return msgspec.structs.replace(tfjob, spec=msgspec.structs.replace(tfjob.spec, **changes))
 
 
+def _labels(job_name: str, rtype: str, index: int) -> dict[str, str]:
+    """The labels the operator puts on a replica's pod and service (written out here,
+    not taken from the core, so the tests do not trust the code they test)."""
+    return {
+        c.LABEL_OPERATOR_NAME: c.CONTROLLER_NAME,
+        c.LABEL_JOB_NAME: job_name,
+        c.LABEL_REPLICA_TYPE: rtype,
+        c.LABEL_REPLICA_INDEX: str(index),
+    }
+
+
 def pod(
     rtype: str,
     index: int,
@@ -90,12 +101,7 @@ def pod(
         metadata=Meta(
             name=f"{job_name}-{rtype}-{index}",
             namespace="default",
-            labels={
-                c.LABEL_OPERATOR_NAME: c.CONTROLLER_NAME,
-                c.LABEL_JOB_NAME: job_name,
-                c.LABEL_REPLICA_TYPE: rtype,
-                c.LABEL_REPLICA_INDEX: str(index),
-            },
+            labels=_labels(job_name, rtype, index),
             deletion_timestamp="2026-11-30T11:59:00Z" if terminating else None,
             owner_references=[OwnerReference(uid=owner, controller=True, kind="TFJob")],
         ),
@@ -112,12 +118,7 @@ def service(rtype: str, index: int, job_name: str = "test-tfjob", owner: str = U
         metadata=Meta(
             name=f"{job_name}-{rtype}-{index}",
             namespace="default",
-            labels={
-                c.LABEL_OPERATOR_NAME: c.CONTROLLER_NAME,
-                c.LABEL_JOB_NAME: job_name,
-                c.LABEL_REPLICA_TYPE: rtype,
-                c.LABEL_REPLICA_INDEX: str(index),
-            },
+            labels=_labels(job_name, rtype, index),
             owner_references=[OwnerReference(uid=owner, controller=True, kind="TFJob")],
         )
     )
