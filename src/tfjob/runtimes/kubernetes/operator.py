@@ -9,7 +9,8 @@ Start-up order matters:
    GC otherwise re-scans it on every collection: most of a big decode's time);
 5. run N workers.
 Shutdown (SIGTERM/SIGINT): stop handing out work, let in-flight reconciles finish,
-send the queued events (bounded), release the Lease, exit 0. Losing the Lease exits 1
+write the statuses still pending (bounded), send the queued events (bounded), release
+the Lease, exit 0. Losing the Lease exits 1
 at once, as client-go does, so a new leader never overlaps with us for long.
 """
 
@@ -42,12 +43,14 @@ from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.reconciler import Caches, Reconciler
 from tfjob.runtimes.kubernetes.resources import OWNED_SELECTOR, PODS, SERVICES, TFJOBS
 from tfjob.runtimes.kubernetes.server import Servers
+from tfjob.runtimes.kubernetes.status_writer import StatusWriter
 from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.operator")
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 EVENT_FLUSH_SECONDS = 5.0
+STATUS_FLUSH_SECONDS = 5.0
 
 
 def default_lease_namespace() -> str:
@@ -96,6 +99,7 @@ class Operator:
             ),
         )
         self._wire()
+        self.status = StatusWriter(client, self.caches.jobs, self.queue)
         self.reconciler = Reconciler(
             client=client,
             caches=self.caches,
@@ -104,6 +108,7 @@ class Operator:
             recorder=self.recorder,
             metrics=self.metrics,
             settings=Settings(cluster_domain=options.cluster_domain),
+            status=self.status,
             parallelism=options.parallelism,
         )
         self.elector = (
@@ -160,6 +165,7 @@ class Operator:
             asyncio.create_task(self.caches.services.run(), name="informer-services"),
             asyncio.create_task(self.queue.run_timer(), name="queue-timer"),
             asyncio.create_task(self.recorder.run(), name="events"),
+            asyncio.create_task(self.status.run(), name="statuses"),
         ]
         if self.elector is not None:
             background.append(asyncio.create_task(self.elector.hold(), name="lease"))
@@ -170,6 +176,8 @@ class Operator:
                 for number in range(self.options.workers):
                     group.create_task(self._work(), name=f"worker-{number}")
                 group.create_task(self._stop_when(stop, background))
+            if not any(task.done() for task in background):  # not when the Lease is lost
+                await self.status.flush(STATUS_FLUSH_SECONDS)
             await self.recorder.flush(EVENT_FLUSH_SECONDS)
             return self._exit_code(background)
         finally:

@@ -7,9 +7,9 @@ into API calls, in the order that keeps the cluster consistent:
 - `status_first` plans write status before acting, because the status records a
   restart count read from a pod the actions delete;
 - each create or delete raises its expectation before the request is sent;
-- status is written with the resourceVersion the decision was based on, and a
-  conflict is retried only if the status on the server is still the one we decided
-  from (otherwise the job is reconciled again from fresh data).
+- any other status change is handed to the StatusWriter, which writes it behind the
+  creates and deletes (status_writer.py); decisions are made from the cached job with
+  its unwritten status laid over it, and never while its status is on the wire.
 """
 
 from __future__ import annotations
@@ -20,34 +20,28 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import structlog
 
 from tfjob.api import constants as c
 from tfjob.api.observed import Pod, Service
-from tfjob.api.types import JobStatus, ObjectMeta, TFJob
+from tfjob.api.types import ObjectMeta, TFJob
 from tfjob.core import conditions
 from tfjob.core.plan import Action, CreatePod, CreateService, DeleteJob, DeletePod, Plan
 from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
-from tfjob.runtimes.kubernetes.decode import UndecodableJob, decode_tfjob
+from tfjob.runtimes.kubernetes.decode import UndecodableJob
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.expectations import Expectations, Kind
 from tfjob.runtimes.kubernetes.handlers import JOB_INDEX
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.status_writer import StatusWriter
 from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.reconciler")
-
-STATUS_ATTEMPTS = 3
-
-
-class StatusConflict(Exception):
-    """Someone else changed the job's status since we read it: decide again."""
 
 
 class ActionsFailed(Exception):
@@ -78,6 +72,7 @@ class Reconciler:
         recorder: EventRecorder,
         metrics: Metrics,
         settings: Settings,
+        status: StatusWriter,
         parallelism: int = 16,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -88,14 +83,18 @@ class Reconciler:
         self._recorder = recorder
         self._metrics = metrics
         self._settings = settings
+        self._status = status
         self._parallelism = parallelism
         self._clock = clock
 
     async def reconcile(self, key: str) -> None:
         """Bring job `key` one step closer to what the core wants."""
+        # Not while its status is on the wire: once written, the cache holds it.
+        await self._status.settled(key)
         cached = self._caches.jobs.get(key)
         if cached is None:
             self._expectations.forget(key)
+            self._status.discard(key)
             return
         if cached.metadata.deletion_timestamp is not None:
             return
@@ -111,44 +110,41 @@ class Reconciler:
 
     # -- one plan ---------------------------------------------------------------------
 
-    async def _carry_out(self, key: str, job: TFJob) -> None:
+    async def _carry_out(self, key: str, cached: TFJob) -> None:
+        job = self._status.decided_from(key, cached)  # the latest decided status
         pods = self._caches.pods.by_index(JOB_INDEX, key)
         services = self._caches.services.by_index(JOB_INDEX, key)
         plan = decide(job, pods, services, self._clock(), self._settings)
         ref = _ref(job.metadata)
-        if plan.status_first and plan.status_changed:
-            await self._write_status(job.metadata, job.status, plan.status)
+        await self._store_status(key, cached, plan, lambda: self._count(job, pods, plan))
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
-        errors, job_deleted = await self._act_and_write(key, job, ref, plan)
-        self._count(job, pods, plan)  # only once the new status is stored
+        errors, job_deleted = await self._act(key, ref, plan.actions)
         if plan.requeue_after is not None and not job_deleted:
             self._queue.add_after(key, plan.requeue_after)
         if errors:
             raise ActionsFailed(errors)
 
-    async def _act_and_write(
-        self, key: str, job: TFJob, ref: ObjectRef, plan: Plan
-    ) -> tuple[list[Exception], bool]:
-        """The actions, and the status if it was not written first.
+    async def _store_status(
+        self, key: str, cached: TFJob, plan: Plan, count: Callable[[], None]
+    ) -> None:
+        """Write the plan's status now (`status_first`), or behind the actions.
 
-        Nothing in the status depends on how the writes go (it describes what was
-        observed), so it goes out together with them - one round trip less per
-        reconcile - unless the job is being deleted (then there is nothing to write to).
+        The metrics are counted once the status they follow from is stored. A job
+        about to be deleted gets its pending status stored first (its last word, and
+        the metrics counted with it); the plan's own status is not written, as there
+        is nothing left to write it to.
         """
-        write = plan.status_changed and not plan.status_first
-        if not write or any(isinstance(a, DeleteJob) for a in plan.actions):
-            return await self._act(key, ref, plan.actions)
-        acted, written = await asyncio.gather(
-            self._act(key, ref, plan.actions),
-            self._write_status(job.metadata, job.status, plan.status),
-            return_exceptions=True,
-        )
-        if isinstance(acted, BaseException):
-            raise acted
-        if isinstance(written, BaseException):
-            raise written
-        return acted
+        deletes_job = any(isinstance(a, DeleteJob) for a in plan.actions)
+        if deletes_job:
+            await self._status.write_pending(key)
+        if plan.status_changed and plan.status_first:
+            await self._status.write(cached, plan.status, count)
+        elif plan.status_changed and not deletes_job:
+            creates = any(isinstance(a, CreatePod | CreateService) for a in plan.actions)
+            self._status.defer(cached, plan.status, count, with_creates=creates)
+        else:
+            count()
 
     def _count(self, job: TFJob, pods: list[Pod], plan: Plan) -> None:
         ns = job.metadata.namespace
@@ -183,10 +179,11 @@ class Reconciler:
 
         job_deleted = False
         for wave in _waves(actions):
-            if len(wave) == 1:
-                results = [await self._one(key, ref, wave[0])]
-            else:
-                results = await asyncio.gather(*(bounded(a) for a in wave))
+            with self._status.acting():  # statuses wait behind these
+                if len(wave) == 1:
+                    results = [await self._one(key, ref, wave[0])]
+                else:
+                    results = await asyncio.gather(*(bounded(a) for a in wave))
             errors += [r for r in results if r is not None]
             job_deleted = job_deleted or (isinstance(wave[0], DeleteJob) and not results[0])
         return errors, job_deleted
@@ -272,42 +269,6 @@ class Reconciler:
         self._metrics.job(self._metrics.jobs_deleted, ref.namespace)
         return None
 
-    # -- status -----------------------------------------------------------------------
-
-    async def _write_status(self, meta: ObjectMeta, base: JobStatus, status: JobStatus) -> None:
-        """PUT /status at the version decided from; on conflict, retry only if the
-        server's status is still `base` (a spec or metadata change moved the version)."""
-        body: dict[str, Any] = {
-            "apiVersion": c.API_VERSION,
-            "kind": c.KIND,
-            "metadata": {
-                "name": meta.name,
-                "namespace": meta.namespace,
-                "resourceVersion": meta.resource_version,
-            },
-            "status": msgspec.to_builtins(status),
-        }
-        for _attempt in range(STATUS_ATTEMPTS):
-            try:
-                raw = await self._client.replace_status(TFJOBS, meta.namespace, meta.name, body)
-            except ApiError as error:
-                if error.not_found:
-                    return  # deleted meanwhile: nothing left to record on
-                if not error.conflict:
-                    raise
-                body["metadata"]["resourceVersion"] = await self._fresh_version(meta, base)
-                continue
-            self._caches.jobs.write_through(decode_tfjob(raw))
-            return
-        raise StatusConflict(f"status of {meta.namespace}/{meta.name} kept changing")
-
-    async def _fresh_version(self, meta: ObjectMeta, base: JobStatus) -> str:
-        fresh = decode_tfjob(await self._client.get(TFJOBS, meta.namespace, meta.name))
-        self._caches.jobs.write_through(fresh)
-        if fresh.metadata.uid != meta.uid or fresh.status != base:
-            raise StatusConflict(f"status of {meta.namespace}/{meta.name} changed meanwhile")
-        return fresh.metadata.resource_version
-
     # -- jobs the model cannot read ---------------------------------------------------
 
     async def _reject(self, job: UndecodableJob) -> None:
@@ -319,8 +280,7 @@ class Reconciler:
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
         if plan.status_changed:
-            await self._write_status(job.metadata, job.status, plan.status)
-            self._count(stub, [], plan)
+            await self._status.write(job, plan.status, lambda: self._count(stub, [], plan))
 
 
 def _waves(actions: Sequence[Action]) -> list[list[Action]]:
