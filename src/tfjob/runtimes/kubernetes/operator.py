@@ -176,7 +176,7 @@ class Operator:
                 for number in range(self.options.workers):
                     group.create_task(self._work(), name=f"worker-{number}")
                 group.create_task(self._stop_when(stop, background))
-            if not any(task.done() for task in background):  # not when the Lease is lost
+            if not _failed(background):  # not when the Lease is lost: exit at once
                 await self.status.flush(STATUS_FLUSH_SECONDS)
             await self.recorder.flush(EVENT_FLUSH_SECONDS)
             return self._exit_code(background)
@@ -243,6 +243,11 @@ class Operator:
                     log.error("background task failed", task=task.get_name(), error=repr(error))
                     return 1
         return 0
+
+
+def _failed(tasks: list[asyncio.Task[None]]) -> bool:
+    """Whether a background task died (a lost Lease among them)."""
+    return any(t.done() and not t.cancelled() and t.exception() is not None for t in tasks)
 
 
 async def _unless_stopped(

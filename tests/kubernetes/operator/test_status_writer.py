@@ -1,0 +1,285 @@
+"""The write-behind status lane against the real API server (in-process, no operator).
+
+What it must guarantee (status_writer.py): statuses wait behind creates and deletes
+but never for longer than their bound; a job decided twice gets one PUT of its latest
+status; the next reconcile decides from the pending status, not the stale cache (so
+startTime is not re-stamped); a real conflict drops the status and queues the job, a
+metadata change does not; a deleted job's status is dropped; a flush writes all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from tests.kubernetes.operator.cluster import replica, tfjob
+from tfjob.api.types import JobCondition, JobStatus, TFJob
+from tfjob.core.settings import Settings
+from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.decode import decode_tfjob
+from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
+from tfjob.runtimes.kubernetes.reconciler import Reconciler
+from tfjob.runtimes.kubernetes.resources import TFJOBS
+from tfjob.runtimes.kubernetes.status_writer import StatusWriter
+
+START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _status(reason: str, start: str = "2026-01-01T00:00:00Z") -> JobStatus:
+    return JobStatus(
+        conditions=[
+            JobCondition(
+                type="Created",
+                status="True",
+                reason=reason,
+                message=reason,
+                last_update_time=start,
+                last_transition_time=start,
+            )
+        ],
+        start_time=start,
+    )
+
+
+class Lane:
+    """An operator's parts, built in-process; only what a test starts runs."""
+
+    def __init__(self, client: KubeClient, namespace: str, bound: float) -> None:
+        self.client = client
+        self.namespace = namespace
+        options = OperatorOptions(namespace=namespace, metrics_port=-1, health_port=-1)
+        self.parts = Operator(options, client)
+        self.jobs = self.parts.caches.jobs
+        self.queue = self.parts.queue
+        self.writer = StatusWriter(
+            client, self.jobs, self.queue, max_delay=bound, start_delay=bound, holdoff=0.02
+        )
+        self.puts: list[int] = []  # the codes of our status PUTs
+        client.on_response = self._answered
+        self.tasks: list[asyncio.Task[None]] = []
+        self.stored: list[str] = []
+
+    def _answered(self, method: str, code: int) -> None:
+        if method == "PUT":
+            self.puts.append(code)
+
+    def start(self, *work: Any) -> None:
+        self.tasks += [asyncio.create_task(w) for w in work]
+
+    async def informers(self) -> None:
+        caches = self.parts.caches
+        self.start(caches.jobs.run(), caches.pods.run(), caches.services.run())
+        for informer in (caches.jobs, caches.pods, caches.services):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def job(self, name: str) -> TFJob:
+        manifest = tfjob(name, self.namespace, {"Worker": replica(1)})
+        await self.client.create(TFJOBS, self.namespace, manifest)
+        key = f"{self.namespace}/{name}"
+        await until(lambda: self.jobs.get(key) is not None)
+        cached = self.jobs.get(key)
+        assert isinstance(cached, TFJob)
+        return cached
+
+    async def server_status(self, name: str) -> JobStatus:
+        return decode_tfjob(await self.client.get(TFJOBS, self.namespace, name)).status
+
+    def note(self, what: str) -> Any:
+        return lambda: self.stored.append(what)
+
+
+async def until(condition: Any, within: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not condition():
+        if loop.time() > deadline:
+            raise TimeoutError(f"condition not met within {within} s")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
+    client = KubeClient.connect(str(kubeconfig))
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncIterator[Lane]:
+    built = Lane(client, namespace, bound=0.5)
+    await built.informers()
+    yield built
+    await built.stop()
+
+
+async def test_statuses_wait_behind_creates_and_coalesce_into_one_put(lane: Lane) -> None:
+    job = await lane.job("coalesce")
+    lane.start(lane.writer.run())
+    with lane.writer.acting():  # a create is in flight
+        lane.writer.defer(job, _status("First"), lane.note("first"), with_creates=True)
+        lane.writer.defer(job, _status("Second"), lane.note("second"))
+        await asyncio.sleep(0.2)
+        assert lane.puts == []  # not while creates are in flight (bound: 0.5 s)
+    await until(lambda: lane.stored)
+    assert lane.puts == [200]  # one PUT for both decisions
+    assert lane.stored == ["first", "second"]  # each decision's metrics counted once
+    assert (await lane.server_status("coalesce")).conditions[0].reason == "Second"
+    cached = lane.jobs.get(job.metadata.namespace + "/coalesce")
+    assert cached is not None and cached.status.conditions[0].reason == "Second"  # written through
+    assert len(lane.writer) == 0
+
+
+async def test_a_status_never_waits_longer_than_its_bound(lane: Lane) -> None:
+    job = await lane.job("bounded")
+    lane.start(lane.writer.run())
+    loop = asyncio.get_running_loop()
+    with lane.writer.acting():  # creates never stop
+        decided = loop.time()
+        lane.writer.defer(job, _status("Bounded"), lane.note("stored"))
+        await until(lambda: lane.stored, within=3)
+        waited = loop.time() - decided
+    assert 0.45 <= waited < 1.5  # max_delay is 0.5 s
+
+
+async def test_with_no_create_in_flight_a_status_is_written_at_once(lane: Lane) -> None:
+    job = await lane.job("prompt")
+    lane.start(lane.writer.run())
+    await asyncio.sleep(0.05)  # past the hold-off of any earlier create
+    loop = asyncio.get_running_loop()
+    decided = loop.time()
+    lane.writer.defer(job, _status("Prompt"), lane.note("stored"))
+    await until(lambda: lane.stored)
+    assert loop.time() - decided < 0.2  # not the 0.5 s bound
+
+
+async def test_the_next_reconcile_decides_from_the_pending_status(
+    lane: Lane, client: KubeClient
+) -> None:
+    """Without the overlay the second pass would see no status in the cache and stamp
+    startTime (and the Created condition) again, 10 s later."""
+    now = [START]
+    parts = lane.parts
+    reconciler = Reconciler(
+        client=client,
+        caches=parts.caches,
+        expectations=parts.expectations,
+        queue=parts.queue,
+        recorder=parts.recorder,
+        metrics=parts.metrics,
+        settings=Settings(),
+        status=lane.writer,  # not running: statuses stay pending
+        clock=lambda: now[0],
+    )
+    await lane.job("overlay")
+    key = f"{lane.namespace}/overlay"
+    await reconciler.reconcile(key)  # creates the pod and the service, defers status
+    first = lane.writer.pending(key)
+    assert first is not None and first.start_time == "2026-01-01T12:00:00Z"
+    await until(lambda: parts.expectations.satisfied(key))  # the watch saw both
+    now[0] = START + timedelta(seconds=10)
+    await reconciler.reconcile(key)
+    assert lane.writer.pending(key) == first
+    assert lane.puts == []
+
+    lane.start(lane.writer.run())
+    await lane.writer.flush(5)
+    assert lane.puts == [200]
+    assert (await lane.server_status("overlay")).start_time == "2026-01-01T12:00:00Z"
+
+
+async def test_a_status_changed_by_someone_else_is_dropped_and_the_job_queued(
+    lane: Lane, kubeconfig: Path
+) -> None:
+    job = await lane.job("conflict")
+    key = f"{lane.namespace}/conflict"
+    lane.writer.defer(job, _status("Ours"), lane.note("ours"))
+    other = KubeClient.connect(str(kubeconfig))  # another writer of the status
+    try:
+        theirs = {"status": msgspec.to_builtins(_status("Theirs"))}
+        await other.merge_patch(TFJOBS, lane.namespace, "conflict", theirs, subresource="status")
+    finally:
+        await other.close()
+    await until(lambda: (j := lane.jobs.get(key)) is not None and j.status.conditions != [])
+    lane.start(lane.writer.run())
+    assert await asyncio.wait_for(lane.queue.get(), 5) == key  # decided again
+    assert lane.stored == [] and lane.puts == []
+    assert (await lane.server_status("conflict")).conditions[0].reason == "Theirs"
+
+
+async def test_a_metadata_change_meanwhile_does_not_drop_the_status(lane: Lane) -> None:
+    job = await lane.job("relabelled")
+    lane.writer.defer(job, _status("Ours"), lane.note("ours"))
+    await lane.client.merge_patch(
+        TFJOBS, lane.namespace, "relabelled", {"metadata": {"labels": {"team": "x"}}}
+    )
+    lane.start(lane.writer.run())
+    await until(lambda: lane.stored)
+    assert (await lane.server_status("relabelled")).conditions[0].reason == "Ours"
+
+
+async def test_a_deleted_jobs_status_is_dropped(lane: Lane) -> None:
+    job = await lane.job("gone")
+    lane.writer.defer(job, _status("Late"), lane.note("late"))
+    await lane.client.delete(TFJOBS, lane.namespace, "gone")
+    await until(lambda: lane.jobs.get(f"{lane.namespace}/gone") is None)
+    lane.start(lane.writer.run())
+    await lane.writer.flush(5)
+    assert lane.puts == [] and lane.stored == [] and len(lane.writer) == 0
+
+
+async def test_a_flush_writes_every_pending_status_at_once(lane: Lane) -> None:
+    jobs = [await lane.job(f"flush{i}") for i in range(5)]
+    lane.start(lane.writer.run())
+    with lane.writer.acting():  # even while creates are in flight
+        for job in jobs:
+            lane.writer.defer(job, _status("Flushed"), lane.note(job.metadata.name))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await lane.writer.flush(5)
+        assert loop.time() - started < 0.4  # did not wait for the 0.5 s bound
+    assert sorted(lane.stored) == [f"flush{i}" for i in range(5)]
+    for i in range(5):
+        assert (await lane.server_status(f"flush{i}")).conditions[0].reason == "Flushed"
+
+
+async def test_a_synchronous_write_supersedes_the_pending_status(lane: Lane) -> None:
+    job = await lane.job("first")
+    key = f"{lane.namespace}/first"
+    lane.writer.defer(job, _status("Pending"), lane.note("pending"))
+    await lane.writer.write(job, _status("Restarted"), lane.note("restarted"))
+    assert lane.writer.pending(key) is None
+    assert lane.stored == ["pending", "restarted"]  # both counted, once
+    lane.start(lane.writer.run())
+    await asyncio.sleep(0.1)
+    assert lane.puts == [200]
+    assert (await lane.server_status("first")).conditions[0].reason == "Restarted"
+
+
+async def test_a_stopping_operator_writes_its_pending_statuses_first(
+    client: KubeClient, namespace: str, crd_installed: Any
+) -> None:
+    """SIGTERM's path (`stop` set): in-flight reconciles finish, then pending statuses
+    are written before `run` returns - here one that would otherwise wait 5 s."""
+    options = OperatorOptions(namespace=namespace, metrics_port=-1, health_port=-1, workers=1)
+    operator = Operator(options, client)
+    stop = asyncio.Event()
+    with operator.status.acting():  # creates in flight throughout: statuses wait
+        running = asyncio.create_task(operator.run(stop))
+        await client.create(TFJOBS, namespace, tfjob("stopping", namespace, {"Worker": replica(1)}))
+        await until(lambda: len(operator.status) == 1)  # decided, not written
+        stop.set()
+        assert await asyncio.wait_for(running, 10) == 0
+    status = decode_tfjob(await client.get(TFJOBS, namespace, "stopping")).status
+    assert status.start_time is not None
+    assert [c.type for c in status.conditions] == ["Created"]
