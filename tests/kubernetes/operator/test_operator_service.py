@@ -89,6 +89,7 @@ def test_metrics_and_health_endpoints(
     assert operator.get(operator.health_port, "/readyz") == (200, "ok")
     jobs.create("m", {"Worker": replica(2)})
     jobs.wait_services({"m-worker-0", "m-worker-1"})
+    jobs.wait_pods({"m-worker-0", "m-worker-1"})  # created concurrently with the services
     for name in ("m-worker-0", "m-worker-1"):
         kubelet.run(jobs.namespace, name)
     kubelet.succeed(jobs.namespace, "m-worker-0")
