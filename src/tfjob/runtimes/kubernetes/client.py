@@ -15,8 +15,7 @@ operator needs and hands back bytes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import aiohttp
@@ -325,13 +324,3 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncGenerator[bytes, None
                 yield line
     if pending.strip():
         yield pending
-
-
-@contextlib.asynccontextmanager
-async def connected(kubeconfig: str | None) -> AsyncIterator[KubeClient]:
-    """A client closed on exit."""
-    client = KubeClient.connect(kubeconfig)
-    try:
-        yield client
-    finally:
-        await client.close()
