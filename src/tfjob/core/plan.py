@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from tfjob.api.types import JobStatus
+from tfjob.core.conditions import is_finished
 
 
 class CreatePod(msgspec.Struct, tag=True, kw_only=True, dict=True):
@@ -104,6 +105,4 @@ class Plan(msgspec.Struct, kw_only=True):
     @property
     def finished(self) -> bool:
         """Whether the new status is terminal (Succeeded or Failed)."""
-        return any(
-            c.type in ("Succeeded", "Failed") and c.status == "True" for c in self.status.conditions
-        )
+        return is_finished(self.status)
