@@ -159,36 +159,29 @@ class LeaderElector:
             acquire_time=now,
             renew_time=now,
         )
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self._config.name, "namespace": self._config.namespace},
-            "spec": msgspec.to_builtins(spec),
-        }
-        try:
-            raw = await self._client.create(LEASES, self._config.namespace, body)
-        except ApiError as error:
-            if error.code == 409:
-                return False
-            raise
-        self._remember(raw)
-        return True
+        return await self._write(spec, create=True)
 
     async def _put(self, spec: LeaseSpec) -> bool:
+        return await self._write(spec, create=False)
+
+    async def _write(self, spec: LeaseSpec, *, create: bool) -> bool:
+        """Create the Lease or replace it at the version we last saw; False if someone
+        else got there first (409), which is how candidates lose a race."""
+        metadata: dict[str, Any] = {"name": self._config.name, "namespace": self._config.namespace}
+        if not create:
+            metadata["resourceVersion"] = self._version
         body: dict[str, Any] = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {
-                "name": self._config.name,
-                "namespace": self._config.namespace,
-                "resourceVersion": self._version,
-            },
+            "metadata": metadata,
             "spec": msgspec.to_builtins(spec),
         }
+        namespace = self._config.namespace
         try:
-            raw = await self._client.replace(
-                LEASES, self._config.namespace, self._config.name, body
-            )
+            if create:
+                raw = await self._client.create(LEASES, namespace, body)
+            else:
+                raw = await self._client.replace(LEASES, namespace, self._config.name, body)
         except ApiError as error:
             if error.code == 409:
                 return False
