@@ -59,12 +59,33 @@ class ControlPlaneError(RuntimeError):
     """The binaries exist but the control plane did not come up; the message has logs."""
 
 
+#: The test cluster's other binaries (tools/envtest/build.sh builds them beside the
+#: control plane, from the same k8s.io/kubernetes version where they come from it).
+CLUSTER_TOOLS = (
+    "kubectl",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kwok",
+    "training-operator",
+)
+
+
 @dataclass(frozen=True)
 class Assets:
-    """Where the two binaries are."""
+    """Where the binaries are: the control plane's two, and the folder holding the rest."""
 
     kube_apiserver: Path
     etcd: Path
+    folder: Path | None = None
+
+    def tool(self, name: str) -> Path:
+        """One of CLUSTER_TOOLS; ControlPlaneUnavailable if this folder lacks it."""
+        found = _executable(self.folder / name) if self.folder else None
+        if found is None:
+            raise ControlPlaneUnavailable(
+                f"{name} is not in {self.folder} (run tools/envtest/build.sh)"
+            )
+        return found
 
 
 def _executable(path: str | os.PathLike[str] | None) -> Path | None:
@@ -75,21 +96,23 @@ def _executable(path: str | os.PathLike[str] | None) -> Path | None:
 
 
 def find_assets(*, build: bool = True, build_timeout: float = 1800.0) -> Assets:
-    """Locate kube-apiserver and etcd, building them if allowed and needed.
+    """Locate the test cluster's binaries, building them if allowed and needed.
 
     The environment is honoured first so CI can hand in prebuilt binaries and never
-    pay for the Go build. ``build=False`` only looks (environment, then the build
-    cache through ``build.sh --no-build``), for callers that must not spend minutes
-    here. Raises ControlPlaneUnavailable with a one-line reason when nothing works.
+    pay for the Go build: a ``KUBEBUILDER_ASSETS`` folder that holds every binary is
+    used as it is. ``build=False`` only looks (environment, then the build cache
+    through ``build.sh --no-build``), for callers that must not spend minutes here.
+    Raises ControlPlaneUnavailable with a one-line reason when nothing works.
     """
     apiserver = _executable(os.environ.get("TEST_ASSET_KUBE_APISERVER"))
     etcd = _executable(os.environ.get("TEST_ASSET_ETCD"))
     assets_dir = os.environ.get("KUBEBUILDER_ASSETS")
     if assets_dir:
-        apiserver = apiserver or _executable(Path(assets_dir) / "kube-apiserver")
-        etcd = etcd or _executable(Path(assets_dir) / "etcd")
-    if apiserver and etcd:
-        return Assets(apiserver, etcd)
+        folder = Path(assets_dir)
+        apiserver = apiserver or _executable(folder / "kube-apiserver")
+        etcd = etcd or _executable(folder / "etcd")
+        if apiserver and etcd and all(_executable(folder / name) for name in CLUSTER_TOOLS):
+            return Assets(apiserver, etcd, folder)
     return _run_build_script(build_timeout, build=build)
 
 
@@ -123,7 +146,7 @@ def _run_build_script(timeout: float, *, build: bool) -> Assets:
     etcd = _executable(folder / "etcd")
     if not (apiserver and etcd):
         raise ControlPlaneUnavailable(f"build.sh named {folder}, which lacks the binaries")
-    return Assets(apiserver, etcd)
+    return Assets(apiserver, etcd, folder)
 
 
 def _free_port() -> int:

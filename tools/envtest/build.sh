@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Provide kube-apiserver and etcd for the Kubernetes tests; print their folder last.
+# Provide the test cluster's binaries; print the folder that holds them all last.
+#
+# kube-apiserver and etcd (the control plane), and beside them, built from the same
+# k8s.io/kubernetes wrapper module so every part is the same version: kubectl,
+# kube-scheduler and kube-controller-manager; kwok (sigs.k8s.io/kwok, simulated nodes
+# and pod lifecycle) and Kubeflow's training-operator (the reference operator the
+# tests swap with and the benchmarks race), each `go install`ed at a pinned version.
 #
 # Order of preference (the envtest convention first, so CI can hand in prebuilt
 # binaries and skip the Go build entirely):
 #   1. TEST_ASSET_KUBE_APISERVER / TEST_ASSET_ETCD (one file each),
-#   2. KUBEBUILDER_ASSETS (a folder holding kube-apiserver and etcd),
+#   2. KUBEBUILDER_ASSETS (a folder holding the binaries under their usual names),
 #   3. a version-keyed cache outside git, built from the wrapper Go modules next to
 #      this script when a binary is missing or reports the wrong version:
 #      ${TFJOB_ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfjob/envtest}/<k8s>-<etcd>/
+#      (kwok and training-operator in kwok-<v>/ and training-operator-<v>/ beside it).
 #
 # Idempotent: a second run with the binaries in place only checks their versions.
 # Exit codes: 0 ok (last stdout line is the assets folder), 2 Go is not installed so
@@ -147,20 +154,106 @@ if [[ -z "${apiserver}" || -z "${etcd}" ]]; then
     fi
 fi
 
-# Hand back one folder holding both binaries. When they come from different places
-# (say TEST_ASSET_ETCD plus a cached apiserver), link them side by side.
-apiserver_dir="$(cd "$(dirname "${apiserver}")" && pwd)"
-etcd_dir="$(cd "$(dirname "${etcd}")" && pwd)"
-if [[ "${apiserver_dir}" == "${etcd_dir}" && "$(basename "${apiserver}")" == kube-apiserver \
-      && "$(basename "${etcd}")" == etcd ]]; then
-    assets="${apiserver_dir}"
-else
+# The other parts of the test cluster. KUBEBUILDER_ASSETS may hold any of them; the
+# rest are built into the cache. The k8s.io/kubernetes ones share the API server's
+# wrapper module (its go.mod lists them as tools), hence its version and Go cache.
+kwok_version="v0.8.0"
+kubeflow_version="v1.9.4"
+k8s_ld() {
+    local minor="${k8s_version#v1.}" ld="-s -w" pkgpath
+    minor="${minor%%.*}"
+    for pkgpath in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ld+=" -X ${pkgpath}.gitVersion=${k8s_version}"
+        ld+=" -X ${pkgpath}.gitMajor=1 -X ${pkgpath}.gitMinor=${minor}"
+        ld+=" -X ${pkgpath}.gitTreeState=clean"
+    done
+    printf '%s' "${ld}"
+}
+k8s_tool_ok() {
+    [[ -x "$1" ]] || return 1
+    case "$(basename "$1")" in
+        kubectl) "$1" version --client 2>/dev/null | grep -qx "Client Version: ${k8s_version}" ;;
+        *) [[ "$("$1" --version 2>/dev/null)" == "Kubernetes ${k8s_version}" ]] ;;
+    esac
+}
+
+# `go install module/cmd@version` for tools whose own go.mod builds them as published
+# (no replaces to work around); the folder is keyed by version and the binary moved in
+# atomically, so presence is proof enough.
+go_install() {
+    local pkg="$1" version="$2" dir="$3" name="$4"
+    if [[ ${no_build} -eq 1 ]]; then
+        log "${name} is not built yet and --no-build was given (run tools/envtest/build.sh)"
+        exit 3
+    fi
+    local gobin tmp
+    gobin="$(find_go)" || { log "Go is not installed; cannot build ${pkg}"; exit 2; }
+    tmp="$(mktemp -d "${dir}/.gobin.XXXXXX")"
+    log "building ${pkg}@${version} -> ${dir}/${name}"
+    local started=${SECONDS}
+    GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-buildvcs=false" GOBIN="${tmp}" \
+        "${gobin}" install -trimpath -ldflags "-s -w" "${pkg}@${version}" \
+        || { rm -rf "${tmp}"; log "go install ${pkg}@${version} failed"; exit 1; }
+    mv -f "${tmp}/$(basename "${pkg}")" "${dir}/${name}"
+    rm -rf "${tmp}"
+    log "built ${name} in $((SECONDS - started)) s"
+}
+
+declare -A tools=()
+for name in kubectl kube-scheduler kube-controller-manager kwok training-operator; do
+    if [[ -n "${KUBEBUILDER_ASSETS:-}" ]] && present "${KUBEBUILDER_ASSETS}/${name}"; then
+        tools[${name}]="${KUBEBUILDER_ASSETS}/${name}"
+    fi
+done
+mkdir -p "${cache_dir}"
+exec 9>"${cache_dir}/.lock"
+if command -v flock >/dev/null 2>&1; then flock 9; fi
+for name in kubectl kube-scheduler kube-controller-manager; do
+    [[ -n "${tools[${name}]:-}" ]] && continue
+    out="${cache_dir}/${name}"
+    if [[ ${force} -eq 1 ]] || ! k8s_tool_ok "${out}"; then
+        build_one "${here}/apiserver" "k8s.io/kubernetes/cmd/${name}" "${out}" "$(k8s_ld)"
+        k8s_tool_ok "${out}" || die "built ${name} does not report ${k8s_version}"
+    fi
+    tools[${name}]="${out}"
+done
+if [[ -z "${tools[kwok]:-}" ]]; then
+    dir="${cache_root}/kwok-${kwok_version}"
+    mkdir -p "${dir}"
+    if [[ ${force} -eq 1 ]] || ! present "${dir}/kwok"; then
+        go_install sigs.k8s.io/kwok/cmd/kwok "${kwok_version}" "${dir}" kwok
+    fi
+    tools[kwok]="${dir}/kwok"
+fi
+if [[ -z "${tools[training-operator]:-}" ]]; then
+    dir="${cache_root}/training-operator-${kubeflow_version}"
+    mkdir -p "${dir}"
+    if [[ ${force} -eq 1 ]] || ! present "${dir}/training-operator"; then
+        go_install github.com/kubeflow/training-operator/cmd/training-operator.v1 \
+            "${kubeflow_version}" "${dir}" training-operator
+    fi
+    tools[training-operator]="${dir}/training-operator"
+fi
+
+# Hand back one folder holding every binary under its usual name: the cache folder,
+# with symlinks to the parts that live elsewhere (kwok, training-operator, or binaries
+# handed in through the environment).
+assets="${cache_dir}"
+if [[ "${apiserver}" != "${cache_dir}/kube-apiserver" || "${etcd}" != "${cache_dir}/etcd" ]]; then
+    # Never put a symlink over a cached binary: binaries handed in get a folder of links.
     key="$(printf '%s\n%s\n' "${apiserver}" "${etcd}" | sha256sum | cut -c1-12)"
     assets="${cache_root}/linked-${key}"
     mkdir -p "${assets}"
-    ln -sfn "$(cd "$(dirname "${apiserver}")" && pwd)/$(basename "${apiserver}")" "${assets}/kube-apiserver"
-    ln -sfn "$(cd "$(dirname "${etcd}")" && pwd)/$(basename "${etcd}")" "${assets}/etcd"
 fi
+link_in() {
+    local name="$1" target="$2" abs
+    abs="$(cd "$(dirname "${target}")" && pwd)/$(basename "${target}")"
+    [[ "${abs}" == "${assets}/${name}" ]] || ln -sfn "${abs}" "${assets}/${name}"
+}
+link_in kube-apiserver "${apiserver}"
+link_in etcd "${etcd}"
+for name in "${!tools[@]}"; do link_in "${name}" "${tools[${name}]}"; done
 log "kube-apiserver: ${apiserver}"
 log "etcd: ${etcd}"
+for name in "${!tools[@]}"; do log "${name}: ${tools[${name}]}"; done
 printf '%s\n' "${assets}"
