@@ -89,8 +89,10 @@ def pod(
     restarts: int = 0,
     terminating: bool = False,
     owner: str = UID,
+    uid: str = "",
 ) -> Pod:
-    """An observed pod of replica `rtype` (lower-case) and `index`."""
+    """An observed pod of replica `rtype` (lower-case) and `index`; `uid` defaults to
+    one per name (pass another for a recreated pod of the same name)."""
     terminated = Terminated(exit_code=exit_code, reason=reason) if exit_code is not None else None
     statuses = [
         ContainerStatus(
@@ -101,6 +103,7 @@ def pod(
         metadata=Meta(
             name=f"{job_name}-{rtype}-{index}",
             namespace="default",
+            uid=uid or f"uid-{job_name}-{rtype}-{index}",
             labels=_labels(job_name, rtype, index),
             deletion_timestamp="2026-11-30T11:59:00Z" if terminating else None,
             owner_references=[OwnerReference(uid=owner, controller=True, kind="TFJob")],

@@ -74,9 +74,49 @@ class TestBackoffLimit:
         assert [a.name for a in actions_of(first, DeletePod)] == ["test-tfjob-worker-0"]
         assert first.status.restart_count == 1
         # A fresh operator sees only the stored job and the next failed pod.
-        second = run(advance(tfjob, first), [pod("worker", 0, "Failed", exit_code=137)])
+        again = pod("worker", 0, "Failed", exit_code=137, uid="recreated")
+        second = run(advance(tfjob, first), [again])
         assert second.status.conditions[-1].message == BACKOFF
         assert actions_of(second, DeletePod) == []
+
+
+class TestCountOnce:
+    """A failure counts once whatever the API answers: the status write that counts it
+    also records the pod's UID, so the same failed pod seen again (its DELETE failed
+    with 429, or the operator crashed before sending it) is only deleted again."""
+
+    def tfjob(self) -> object:
+        return job(Worker=replica(2, restart="ExitCode"), run_policy={"backoffLimit": 2})
+
+    def test_a_failed_pod_seen_again_is_deleted_but_not_counted_again(self) -> None:
+        tfjob = self.tfjob()
+        failed = pod("worker", 1, "Failed", exit_code=130)
+        observed = [pod("worker", 0), failed]
+        first = run(tfjob, observed, services("worker", 2))  # type: ignore[arg-type]
+        assert first.status_first and first.status.restart_count == 1
+        assert first.status.counted_pods == [failed.metadata.uid]
+        # The DELETE was refused: the same pod is observed again, with the stored status.
+        second = run(advance(tfjob, first), observed, services("worker", 2))  # type: ignore[arg-type]
+        assert [a.name for a in actions_of(second, DeletePod)] == ["test-tfjob-worker-1"]
+        assert second.status.restart_count == 1
+        assert ("Failed", "True") not in condition_types(second)
+        assert not second.status_changed
+        assert "TFJobRestarting" not in [e.reason for e in second.events]
+
+    def test_the_counted_uid_is_forgotten_once_the_pod_is_gone(self) -> None:
+        tfjob = self.tfjob()
+        failed = pod("worker", 1, "Failed", exit_code=130)
+        first = run(tfjob, [pod("worker", 0), failed], services("worker", 2))  # type: ignore[arg-type]
+        replaced = [pod("worker", 0), pod("worker", 1, uid="recreated")]
+        second = run(advance(tfjob, first), replaced, services("worker", 2))  # type: ignore[arg-type]
+        assert second.status.counted_pods == [] and second.status.restart_count == 1
+
+    def test_a_second_real_failure_still_reaches_the_limit(self) -> None:
+        tfjob = self.tfjob()
+        first = run(tfjob, [pod("worker", 0), pod("worker", 1, "Failed", exit_code=130)])  # type: ignore[arg-type]
+        again = pod("worker", 1, "Failed", exit_code=130, uid="recreated")
+        second = run(advance(tfjob, first), [pod("worker", 0), again])  # type: ignore[arg-type]
+        assert second.status.conditions[-1].message == BACKOFF
 
 
 class TestActiveDeadline:

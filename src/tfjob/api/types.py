@@ -86,6 +86,12 @@ class JobStatus(_Wire):
     # restarts of the pods it replaced). Kept in status so that backoffLimit counts
     # every restart and survives operator restarts (spec "does better" #2).
     restart_count: int = 0
+    # tfjob extension: UIDs of the failed pods already counted in `restart_count`
+    # whose replacement is under way. A failure is counted in the same status write
+    # that records its pod here, so a retried DELETE, a conflict or an operator crash
+    # between the status write and the delete cannot count it again. A UID leaves the
+    # list once its pod is gone (at most one per replica).
+    counted_pods: list[str] = []
 
 
 class TFJob(_Wire):

@@ -137,6 +137,7 @@ def _run(state: Pass) -> None:
         state.condition(c.SUSPENDED, "False", "TFJobResumed", message)
         state.event("Normal", "TFJobResumed", message)
         state.status.start_time = state.start_stamp
+    _forget_gone_pods(state)
     if _past_limits(state):
         _finish(state)
         return
@@ -152,6 +153,15 @@ def _run(state: Pass) -> None:
         _finish(state)
     else:
         _arm_deadline(state)
+
+
+def _forget_gone_pods(state: Pass) -> None:
+    """Drop the counted UIDs of pods that no longer exist: their failure is in
+    `restartCount` for good, and a recreated pod has a new UID."""
+    present = {pod.metadata.uid for pod in state.pods}
+    counted = [uid for uid in state.status.counted_pods if uid in present]
+    if counted != state.status.counted_pods:
+        state.status.counted_pods = counted
 
 
 def _past_limits(state: Pass) -> bool:
@@ -184,6 +194,8 @@ def _failures(state: Pass) -> int:
         policy = state.restart_policy_of(pod)
         if policy is None or policy == "Never" or podlib.is_terminating(pod):
             continue
+        if _counted(state, pod):
+            continue  # its failure (and in-place restarts) are in restart_count already
         total += podlib.restart_count(pod)
         if pod.status.phase == "Failed" and podlib.restarts_pod(policy, podlib.exit_code(pod)):
             total += 1
@@ -240,7 +252,10 @@ def _handle_failed_pod(state: Pass, rtype: str, pod: Pod, code: int) -> None:
     policy = state.job.spec.tf_replica_specs[rtype].restart_policy
     if podlib.restarts_pod(policy, code):
         state.actions.append(DeletePod(replica_type=rtype, name=pod.metadata.name))
+        if _counted(state, pod):
+            return  # counted when first seen; only the delete is retried
         state.status.restart_count += 1 + podlib.restart_count(pod)
+        state.status.counted_pods = [*state.status.counted_pods, pod.metadata.uid]
         state.status_first = True
         message = f"job {state.job.metadata.name} is restarting because {rtype} replica(s) failed."
         state.event("Warning", "TFJobRestarting", message)
@@ -252,6 +267,12 @@ def _handle_failed_pod(state: Pass, rtype: str, pod: Pod, code: int) -> None:
         )
         if state.fail("TFJobFailed", message):
             state.event("Warning", "TFJobFailed", message)
+
+
+def _counted(state: Pass, pod: Pod) -> bool:
+    """Whether this pod's failure is already in `restartCount` (count-once rule: a
+    failure is recorded with its pod's UID in the same status write that counts it)."""
+    return bool(pod.metadata.uid) and pod.metadata.uid in state.status.counted_pods
 
 
 def _reconcile_services(state: Pass, rtype: str) -> None:
