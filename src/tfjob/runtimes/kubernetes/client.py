@@ -83,6 +83,10 @@ class TokenBucket:
         self._updated = 0.0
         self._lock = asyncio.Lock()
 
+    def twin(self) -> TokenBucket:
+        """A fresh bucket with the same rate and burst (a budget of its own)."""
+        return TokenBucket(self._rate, self._burst)
+
     async def take(self) -> None:
         async with self._lock:
             loop = asyncio.get_running_loop()
@@ -145,6 +149,15 @@ class KubeClient:
         )
         throttle = TokenBucket(qps, burst or int(qps) or 1) if qps > 0 else None
         return cls(conn.server, session, conn.credentials, throttle)
+
+    def with_own_budget(self) -> KubeClient:
+        """The same connections and credentials with a throttle of its own (same QPS
+        and burst): for Events, so their writes never use up the reconciles' budget,
+        as client-go's separate event client does."""
+        throttle = self._throttle.twin() if self._throttle is not None else None
+        twin = KubeClient(self._server, self._session, self._credentials, throttle)
+        twin.on_response = self.on_response
+        return twin
 
     @property
     def server(self) -> str:

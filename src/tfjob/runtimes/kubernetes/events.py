@@ -1,22 +1,34 @@
-"""Kubernetes Events about TFJobs, recorded without flooding the API server.
+"""Kubernetes Events about TFJobs: every one written, or folded into a counted one.
 
-Why a correlator: the core re-emits some events on every reconcile (upstream's
-`ExitedWithCode` is one), and a job in a restart loop reconciles often. Like
-client-go's EventCorrelator, in this order:
-1. spam filter - per involved object, a token bucket (25 at once, then one per five
-   minutes); events beyond it are dropped;
-2. aggregation - more than 10 events of the same object, type and reason but
+Why this shape: the core re-emits some events on every reconcile (upstream's
+`ExitedWithCode` is one), and a job in a restart loop reconciles often, so events
+must be folded rather than written one by one - but `kubectl describe tfjob` is how a
+user learns what happened, so none may be lost. Folding is client-go's correlator
+without its spam filter (which drops):
+1. aggregation - more than 10 events of the same object, type and reason but
    different messages within 10 minutes collapse into one event whose message starts
    "(combined from similar events): ";
-3. deduplication - an event identical to one already written only bumps that event's
-   `count` and `lastTimestamp` (a PATCH) instead of creating a new object.
+2. deduplication - an event identical to one already recorded adds to that event's
+   `count` (and moves its `lastTimestamp`) instead of making a new object.
+Folding happens when an event is recorded, not when it is sent: the recorder keeps
+one pending entry per distinct event, and repeats recorded while it waits (or while
+its write is on the wire) fold into that entry's count. So one POST (new event) or
+one PATCH (count and lastTimestamp) carries any number of repeats, and what waits is
+bounded by the number of distinct events, not by how often they repeat.
 
-Recording never blocks a reconcile: events go into a bounded queue that one task
-drains (when it is full, events are dropped, as client-go's broadcaster does). Events
-are diagnostics, pods are the job: while reconciles are running the sender holds
-events back (up to MAX_DELAY seconds each), so a burst of new jobs gets its pods
-created first and the API server writes the Events once it has a moment. Timestamps
-are those of the recording, not of the sending.
+Delivery: SENDERS tasks write pending entries oldest first, never two writes of one
+entry at once. A write that fails for a reason that may pass (no answer, 429, 5xx) is
+retried with backoff; a POST retried after it went through meets AlreadyExists (each
+entry keeps its object name) and counts as written. Only an answer that will not
+change (e.g. 403/404: the namespace is gone) gives an event up, counted as
+`tfjob_events_dropped_total{reason="rejected"}`. The one bound is MAX_PENDING distinct
+events waiting (`reason="overflow"` if ever reached); events still pending when the
+shutdown flush runs out of time are counted as `reason="shutdown"`.
+
+Budget: the recorder is given its own client (`KubeClient.with_own_budget`), so with
+a client-side QPS limit events and reconcile writes each have a bucket of that size,
+as client-go's separate event client has; event writes never starve pod creates.
+Timestamps are those of the recording, not of the sending.
 """
 
 from __future__ import annotations
@@ -32,21 +44,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tfjob.api import constants as c
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.resources import EVENTS
 
 log = structlog.get_logger("tfjob.events")
 
-SPAM_BURST = 25
-SPAM_REFILL_SECONDS = 300.0
 AGGREGATE_MAX = 10
 AGGREGATE_WINDOW = 600.0
-CACHE_SIZE = 4096
-QUEUE_SIZE = 10000
-MAX_DELAY = 5.0
+CACHE_SIZE = 16384  # distinct events remembered for deduplication once written
+MAX_PENDING = 100_000  # distinct events waiting to be written (never reached so far)
+SENDERS = 4  # event writes in flight at once
+RETRY_BASE = 0.1
+RETRY_MAX = 5.0
 COMBINED_PREFIX = "(combined from similar events): "
+
+Key = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -84,32 +99,6 @@ class Record:
     at: float = 0.0  # when it happened (time.time()); 0: unknown
 
 
-@dataclass(frozen=True)
-class Create:
-    """Write a new Event object."""
-
-    record: Record
-    key: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Bump:
-    """Bump the count of the Event already written for `key`."""
-
-    record: Record
-    key: tuple[str, ...]
-    count: int
-
-
-Decision = Create | Bump | None
-
-
-@dataclass
-class _Bucket:
-    tokens: float
-    updated: float
-
-
 @dataclass
 class _Similar:
     messages: set[str] = field(default_factory=set)
@@ -117,65 +106,16 @@ class _Similar:
 
 
 class Correlator:
-    """Pure bookkeeping of client-go's spam filter, aggregator and deduplicator."""
+    """Pure bookkeeping of client-go's aggregator: which event a record folds into."""
 
-    def __init__(
-        self,
-        clock: Callable[[], float] = time.monotonic,
-        *,
-        burst: int = SPAM_BURST,
-        refill_seconds: float = SPAM_REFILL_SECONDS,
-    ) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._burst = burst
-        self._refill = refill_seconds
-        self._buckets: OrderedDict[tuple[str, ...], _Bucket] = OrderedDict()
-        self._similar: OrderedDict[tuple[str, ...], _Similar] = OrderedDict()
-        self._written: OrderedDict[tuple[str, ...], int] = OrderedDict()  # key -> count
+        self._similar: OrderedDict[Key, _Similar] = OrderedDict()
 
-    def decide(self, record: Record) -> Decision:
-        """What to send for `record`: a new Event, a count bump, or nothing."""
-        if not self._take_token(_object_key(record.ref)):
-            return None
-        record, key = self._aggregate(record)
-        count = self._written.get(key)
-        if count is None:
-            return Create(record, key)
-        self._written[key] = count + 1
-        self._written.move_to_end(key)
-        return Bump(record, key, count + 1)
-
-    def written(self, key: tuple[str, ...]) -> None:
-        """The Event for `key` now exists (count 1)."""
-        _remember(self._written, key, 1)
-
-    def lost(self, key: tuple[str, ...]) -> None:
-        """The Event for `key` is gone (expired): the next one creates it anew."""
-        self._written.pop(key, None)
-
-    def forget_object(self, uid: str) -> None:
-        """The job was deleted: drop its state so the caches do not keep it."""
-        for cache in (self._buckets, self._similar, self._written):
-            for key in [k for k in cache if k[2] == uid]:
-                del cache[key]
-
-    def _take_token(self, key: tuple[str, ...]) -> bool:
-        now = self._clock()
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = _Bucket(tokens=float(self._burst), updated=now)
-        bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) / self._refill)
-        bucket.updated = now
-        allowed = bucket.tokens >= 1.0
-        if allowed:
-            bucket.tokens -= 1.0
-        _remember(self._buckets, key, bucket)
-        return allowed
-
-    def _aggregate(self, record: Record) -> tuple[Record, tuple[str, ...]]:
-        """The record to send and its dedup key: itself, or - past the threshold of
+    def correlate(self, record: Record) -> tuple[Record, Key]:
+        """The record to write and its dedup key: itself, or - past the threshold of
         similar messages - the combined event, keyed by object, type and reason only
-        (so every further similar event bumps the one combined event)."""
+        (so every further similar event adds to the one combined event)."""
         now = self._clock()
         similar_key = (*_object_key(record.ref), record.type, record.reason)
         similar = self._similar.get(similar_key)
@@ -191,20 +131,62 @@ class Correlator:
         )
         return combined, similar_key
 
+    def forget_object(self, uid: str) -> None:
+        """The job was deleted: drop its state so the cache does not keep it."""
+        for key in [k for k in self._similar if k[2] == uid]:
+            del self._similar[key]
+
 
 def _object_key(ref: ObjectRef) -> tuple[str, str, str]:
     return (ref.namespace, ref.name, ref.uid)
 
 
-def _remember(cache: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...], value: Any) -> None:
+def _remember(cache: OrderedDict[Key, Any], key: Key, value: Any) -> None:
     cache[key] = value
     cache.move_to_end(key)
     while len(cache) > CACHE_SIZE:
         cache.popitem(last=False)
 
 
+@dataclass
+class Entry:
+    """One distinct event: what was recorded, and how much of it the server holds."""
+
+    record: Record  # the latest occurrence (message and lastTimestamp)
+    name: str  # the Event object's name, fixed so a retried POST is recognised
+    first_at: float
+    count: int = 0  # occurrences recorded
+    stored: int = 0  # occurrences the server's object counts (0: not created yet)
+
+    @property
+    def behind(self) -> bool:
+        return self.count > self.stored
+
+
+class EventMetrics:
+    """The recorder's counters (registered in the operator's registry)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        r = registry or CollectorRegistry()
+        self.recorded = Counter("tfjob_events_recorded", "Events recorded", registry=r)
+        self.writes = Counter(
+            "tfjob_event_writes", "Event writes stored (create or count bump)", ["verb"], registry=r
+        )
+        self.retries = Counter("tfjob_event_write_retries", "Event writes retried", registry=r)
+        self.dropped = Counter(
+            "tfjob_events_dropped",
+            "Events not written: overflow (MAX_PENDING), rejected by the API, or still "
+            "pending when the shutdown flush ran out of time",
+            ["reason"],
+            registry=r,
+        )
+        self.pending = Gauge("tfjob_events_pending", "Distinct events waiting", registry=r)
+        self.create = self.writes.labels(verb="create")
+        self.patch = self.writes.labels(verb="patch")
+
+
 class EventRecorder:
-    """Records events in the background; `record` returns at once."""
+    """Records events in the background; `record` returns at once and never drops."""
 
     def __init__(
         self,
@@ -212,108 +194,184 @@ class EventRecorder:
         *,
         component: str = c.CONTROLLER_NAME,
         correlator: Correlator | None = None,
-        quiet: asyncio.Event | None = None,
+        registry: CollectorRegistry | None = None,
+        senders: int = SENDERS,
+        max_pending: int = MAX_PENDING,
     ) -> None:
         self._client = client
-        self._quiet = quiet
         self._component = component
         self._instance = socket.gethostname()
         self._correlator = correlator or Correlator()
-        self._queue: asyncio.Queue[Record] = asyncio.Queue(QUEUE_SIZE)
-        self._names: dict[tuple[str, ...], str] = {}
-        self.dropped = 0
+        self._senders = senders
+        self._max_pending = max_pending
+        self._known: OrderedDict[Key, Entry] = OrderedDict()  # for deduplication
+        self._waiting: OrderedDict[int, Entry] = OrderedDict()  # id(entry): oldest first
+        self._sending: set[int] = set()
+        self._wake = asyncio.Event()
+        self._drained = asyncio.Event()  # set while nothing is pending
+        self._drained.set()
+        self.metrics = EventMetrics(registry)
+
+    # -- recording --------------------------------------------------------------------
 
     def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         log.debug("event", type=type_, reason=reason, message=message)
-        try:
-            self._queue.put_nowait(Record(ref, type_, reason, message, time.time()))
-        except asyncio.QueueFull:
-            self.dropped += 1
+        self.metrics.recorded.inc()
+        record, key = self._correlator.correlate(Record(ref, type_, reason, message, time.time()))
+        entry = self._known.get(key)
+        if entry is None:
+            name = f"{ref.name}.{time.time_ns():x}"
+            entry = Entry(record=record, name=name, first_at=record.at)
+            _remember(self._known, key, entry)
+        entry.record = record
+        entry.count += 1
+        self._enqueue(entry)
 
     def forget_object(self, uid: str) -> None:
+        """The job is gone: stop deduplicating against its events (pending ones are
+        still written - they say what happened to it)."""
         self._correlator.forget_object(uid)
-        for key in [k for k in self._names if k[2] == uid]:
-            del self._names[key]
+        for key in [k for k in self._known if k[2] == uid]:
+            del self._known[key]
+
+    @property
+    def pending(self) -> int:
+        """Distinct events waiting for a write or on the wire."""
+        return len(self._waiting) + len(self._sending)
+
+    def _enqueue(self, entry: Entry) -> None:
+        ident = id(entry)
+        if ident in self._waiting or ident in self._sending:
+            return  # folded: the write already queued (or, after it, the re-queue) carries it
+        if len(self._waiting) >= self._max_pending:
+            self.metrics.dropped.labels(reason="overflow").inc(entry.count - entry.stored)
+            entry.stored = entry.count
+            log.warning("event queue full, event dropped", reason=entry.record.reason)
+            return
+        self._waiting[ident] = entry
+        self._pending_changed()
+        self._wake.set()
+
+    def _pending_changed(self) -> None:
+        self.metrics.pending.set(self.pending)
+        if self.pending:
+            self._drained.clear()
+        else:
+            self._drained.set()
+
+    # -- sending ------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Send queued events forever (until cancelled)."""
+        """Write pending events forever (until cancelled), SENDERS at a time."""
+        async with asyncio.TaskGroup() as group:
+            for _ in range(self._senders):
+                group.create_task(self._send_loop())
+
+    async def flush(self, seconds: float) -> bool:
+        """Wait (bounded) until every recorded event is written, e.g. at shutdown.
+        False, with the rest counted as dropped, if time ran out."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._drained.wait(), seconds)
+        if not self.pending:
+            return True
+        lost = sum(e.count - e.stored for e in self._waiting.values())
+        self.metrics.dropped.labels(reason="shutdown").inc(lost)
+        log.warning("events not sent at shutdown", pending=self.pending, occurrences=lost)
+        return False
+
+    async def _send_loop(self) -> None:
+        failures = 0
         while True:
-            record = await self._queue.get()
+            entry = await self._next()
+            ident = id(entry)
+            self._sending.add(ident)
             try:
-                await self._when_quiet(record)
-                await self._send(record)
-            except Exception as error:  # events are best effort, never fatal
-                log.warning("cannot record event", reason=record.reason, error=str(error))
+                await self._write(entry)
+                failures = 0
+            except (ApiError, TransportError) as error:
+                if isinstance(error, ApiError) and not _worth_retrying(error):
+                    self._give_up(entry, error)
+                else:
+                    failures += 1
+                    self.metrics.retries.inc()
+                    log.info("event write failed, will retry", error=str(error))
+            except Exception as error:  # a bug must not stop the other events
+                self._give_up(entry, error)
             finally:
-                self._queue.task_done()
+                self._sending.discard(ident)
+                if entry.behind:
+                    self._enqueue(entry)  # repeats folded in while on the wire, or a retry
+                self._pending_changed()
+            if failures:
+                await asyncio.sleep(min(RETRY_BASE * 2 ** (failures - 1), RETRY_MAX))
 
-    async def flush(self, seconds: float) -> None:
-        """Wait (bounded) for queued events to be sent, e.g. at shutdown."""
-        try:
-            await asyncio.wait_for(self._queue.join(), seconds)
-        except TimeoutError:
-            log.warning("events not sent at shutdown", pending=self._queue.qsize())
+    async def _next(self) -> Entry:
+        while not self._waiting:
+            self._wake.clear()
+            await self._wake.wait()
+        _ident, entry = self._waiting.popitem(last=False)
+        return entry
 
-    async def _when_quiet(self, record: Record) -> None:
-        """Hold `record` back while reconciles run, but never past MAX_DELAY."""
-        if self._quiet is None or self._quiet.is_set():
-            return
-        left = MAX_DELAY - (time.time() - record.at)
-        if left > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._quiet.wait(), left)
+    def _give_up(self, entry: Entry, error: Exception) -> None:
+        self.metrics.dropped.labels(reason="rejected").inc(entry.count - entry.stored)
+        entry.stored = entry.count
+        log.warning("event rejected", reason=entry.record.reason, error=repr(error))
 
-    async def _send(self, record: Record) -> None:
-        decision = self._correlator.decide(record)
-        if isinstance(decision, Bump) and decision.key in self._names:
-            if await self._bump(decision):
+    async def _write(self, entry: Entry) -> None:
+        count = entry.count
+        if entry.stored:
+            try:
+                await self._patch(entry, count)
+            except ApiError as error:
+                if not error.not_found:
+                    raise
+                entry.stored = 0  # expired (events live an hour): create it anew
+                entry.name = f"{entry.record.ref.name}.{time.time_ns():x}"
+            else:
+                entry.stored = count
+                self.metrics.patch.inc()
                 return
-            self._correlator.lost(decision.key)
-        if decision is not None:
-            await self._create(decision.record, decision.key)
+        try:
+            await self._create(entry, count)
+        except ApiError as error:
+            if not error.already_exists:
+                raise
+            # An earlier POST of this entry went through without an answer we saw.
+            await self._patch(entry, count)
+        entry.stored = count
+        self.metrics.create.inc()
 
-    async def _create(self, record: Record, key: tuple[str, ...]) -> None:
-        now = _stamp(record.at)
-        name = f"{record.ref.name}.{time.time_ns():x}"
+    async def _create(self, entry: Entry, count: int) -> None:
+        record = entry.record
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": name, "namespace": record.ref.namespace},
+            "metadata": {"name": entry.name, "namespace": record.ref.namespace},
             "involvedObject": record.ref.to_wire(),
             "reason": record.reason,
             "message": record.message,
             "type": record.type,
             "source": {"component": self._component},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
+            "firstTimestamp": _stamp(entry.first_at),
+            "lastTimestamp": _stamp(record.at),
+            "count": count,
             "reportingComponent": self._component,
             "reportingInstance": self._instance,
         }
         await self._client.create(EVENTS, record.ref.namespace, body)
-        self._correlator.written(key)
-        _remember_name(self._names, key, name)
 
-    async def _bump(self, decision: Bump) -> bool:
-        name = self._names[decision.key]
+    async def _patch(self, entry: Entry, count: int) -> None:
         patch = {
-            "count": decision.count,
-            "lastTimestamp": _stamp(decision.record.at),
-            "message": decision.record.message,
+            "count": count,
+            "lastTimestamp": _stamp(entry.record.at),
+            "message": entry.record.message,
         }
-        try:
-            await self._client.merge_patch(EVENTS, decision.record.ref.namespace, name, patch)
-        except ApiError as error:
-            if error.not_found:
-                return False
-            raise
-        return True
+        await self._client.merge_patch(EVENTS, entry.record.ref.namespace, entry.name, patch)
 
 
-def _remember_name(names: dict[tuple[str, ...], str], key: tuple[str, ...], name: str) -> None:
-    names[key] = name
-    if len(names) > CACHE_SIZE:
-        del names[next(iter(names))]
+def _worth_retrying(error: ApiError) -> bool:
+    """429, 5xx and 409 conflicts may pass; other 4xx answers will not change."""
+    return error.code == 429 or error.code >= 500 or error.conflict
 
 
 def _stamp(at: float) -> str:

@@ -9,8 +9,8 @@ Start-up order matters:
    GC otherwise re-scans it on every collection: most of a big decode's time);
 5. run N workers.
 Shutdown (SIGTERM/SIGINT): stop handing out work, let in-flight reconciles finish,
-write the statuses still pending (bounded), send the queued events (bounded), release
-the Lease, exit 0. Losing the Lease exits 1
+write the statuses still pending and the recorded events (both bounded, at the same
+time: they have budgets of their own), release the Lease, exit 0. Losing the Lease exits 1
 at once, as client-go does, so a new leader never overlaps with us for long.
 """
 
@@ -49,7 +49,7 @@ from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 log = structlog.get_logger("tfjob.operator")
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-EVENT_FLUSH_SECONDS = 5.0
+EVENT_FLUSH_SECONDS = 20.0  # with STATUS_FLUSH_SECONDS, inside a 30 s grace period
 STATUS_FLUSH_SECONDS = 5.0
 
 
@@ -89,7 +89,7 @@ class Operator:
         client.on_response = self.metrics.count_request
         self.queue = WorkQueue(hooks=self.metrics.queue_hooks())
         self.expectations = Expectations()
-        self.recorder = EventRecorder(client, quiet=self.queue.idle)
+        self.recorder = EventRecorder(client.with_own_budget(), registry=self.metrics.registry)
         ns = options.namespace
         self.caches = Caches(
             jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns),
@@ -176,9 +176,13 @@ class Operator:
                 for number in range(self.options.workers):
                     group.create_task(self._work(), name=f"worker-{number}")
                 group.create_task(self._stop_when(stop, background))
-            if not _failed(background):  # not when the Lease is lost: exit at once
-                await self.status.flush(STATUS_FLUSH_SECONDS)
-            await self.recorder.flush(EVENT_FLUSH_SECONDS)
+            # Statuses and Events have budgets of their own: flush both at once, within
+            # the pod's 30 s grace period. Not statuses when the Lease is lost (a new
+            # leader may be writing them): exit at once.
+            flushes: list[Awaitable[object]] = [self.recorder.flush(EVENT_FLUSH_SECONDS)]
+            if not _failed(background):
+                flushes.append(self.status.flush(STATUS_FLUSH_SECONDS))
+            await asyncio.gather(*flushes)
             return self._exit_code(background)
         finally:
             for task in background:
