@@ -1,0 +1,562 @@
+"""An equal-work race: `tfjob operator` against Kubeflow's training-operator v1.9.4.
+
+Each run gets a fresh control plane (tests/support/controlplane.py: real etcd and
+kube-apiserver, our CRD) and one operator, alternately tfjob and Kubeflow, at the same
+client limits (--kube-api-qps/--kube-api-burst) and the same number of reconcile
+threads (4). The bench submits N TFJobs x 4 workers and plays the kubelet: every pod
+goes Running as soon as it exists; once its job is Running, the job's pods succeed.
+It watches pods, services, TFJobs and Events and counts the work each operator does:
+pods and services created, status writes (TFJob MODIFIED events), Event objects and
+the occurrences they carry (`count`). Figures per run:
+- time until all of that work is in the API server: the last operator-made change
+  seen, once every job has Succeeded and nothing changed for QUIET seconds;
+- reaction: from the write of a job's first Running pod status to its Running
+  condition on the watch, p50/p99 (and the same for worker 0 Succeeded -> Succeeded);
+- operator CPU seconds (user+system) and peak RSS over the run;
+- for tfjob, its own count of recorded event occurrences (/metrics) against the
+  occurrences the API server holds: equal means no Event was lost.
+Then every ratio tfjob/Kubeflow, per size and limit.
+
+Kubeflow's operator (tools/envtest/build.sh builds it into the cache) starts only
+once its webhook certificate Secret exists in namespace `kubeflow` (it fills it and
+writes the serving certificate files); no webhook configuration is installed, so
+TFJobs are not validated by it - the same as tfjob, which has no webhook.
+
+Run: python bench/race_bench.py [--jobs 200 2000] [--limits 20:30 1000:2000]
+The machine's load matters (2 cores shared by etcd, the API server, the operator and
+this script): compare the ratios, measured in the same session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from operator_bench import (  # type: ignore[import-not-found]
+    _free_port,
+    control_plane,
+    create_namespace,
+    running_status,
+    submit,
+)
+
+from tests.support.controlplane import ControlPlane
+from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, SERVICES, TFJOBS, Resource
+
+NAMESPACE = "race"
+THREADS = 4
+QUIET = 3.0  # seconds without an operator-made change that end a run
+KUBELET_WRITES = 16  # pod status writes in flight at once
+SECRETS = Resource("", "v1", "secrets")
+CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+# -- the two operators -----------------------------------------------------------------
+
+
+class Process:
+    """An operator subprocess with its CPU and peak RSS sampled."""
+
+    def __init__(self, args: list[str], log: Path, metrics_port: int, ready_url: str) -> None:
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        self.log = log
+        self.metrics_port = metrics_port
+        self.ready_url = ready_url
+        self._ps = psutil.Process(self.process.pid)
+        self.peak_rss = 0
+        self._cpu0 = 0.0
+
+    async def ready(self, within: float = 180.0) -> None:
+        deadline = time.monotonic() + within
+        while not _answers(self.ready_url):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"operator not ready:\n{self.log.read_text()[-3000:]}")
+            await asyncio.sleep(0.1)
+
+    def start_counting(self) -> None:
+        self._cpu0 = self.cpu()
+
+    def cpu(self) -> float:
+        times = self._ps.cpu_times()
+        return float(times.user + times.system)
+
+    def cpu_used(self) -> float:
+        return self.cpu() - self._cpu0
+
+    async def sample_rss(self) -> None:
+        while self.process.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                self.peak_rss = max(self.peak_rss, self._ps.memory_info().rss)
+            await asyncio.sleep(0.1)
+
+    def metrics(self) -> dict[str, float]:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        found: dict[str, float] = {}
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            for line in answer.read().decode().splitlines():
+                if line and not line.startswith("#") and " " in line:
+                    series, value = line.rsplit(" ", 1)
+                    found[series] = float(value)
+        return found
+
+    def stop(self, timeout: float = 40.0) -> float:
+        """SIGTERM; the seconds it took to exit."""
+        started = time.monotonic()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return time.monotonic() - started
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def start_tfjob(plane: ControlPlane, qps: int, burst: int, folder: Path) -> Process:
+    metrics, health = _free_port(), _free_port()
+    args = [
+        sys.executable,
+        "-c",
+        "from tfjob.interfaces.cli import main; main()",
+        "operator",
+        "--kubeconfig",
+        str(plane.kubeconfig_path),
+        "--namespace",
+        NAMESPACE,
+        "--metrics-port",
+        str(metrics),
+        "--health-port",
+        str(health),
+        "--bind-address",
+        "127.0.0.1",
+        "--workers",
+        str(THREADS),
+        "--kube-api-qps",
+        str(qps),
+        "--kube-api-burst",
+        str(burst),
+    ]
+    return Process(args, folder / "tfjob.log", metrics, f"http://127.0.0.1:{health}/readyz")
+
+
+async def start_kubeflow(
+    client: KubeClient, plane: ControlPlane, qps: int, burst: int, folder: Path
+) -> Process:
+    """Kubeflow's operator, TFJob only, with the Secret its cert rotator fills."""
+    with contextlib.suppress(Exception):
+        await create_namespace(client, "kubeflow")
+    secret = {"metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"}}
+    await client.create(SECRETS, "kubeflow", secret)
+    metrics, health, webhook = _free_port(), _free_port(), _free_port()
+    binary = plane.assets.tool("training-operator")
+    args = [
+        str(binary),
+        "--kubeconfig",
+        str(plane.kubeconfig_path),
+        "--namespace",
+        NAMESPACE,
+        "--enable-scheme=tfjob",
+        f"--metrics-bind-address=127.0.0.1:{metrics}",
+        f"--health-probe-bind-address=127.0.0.1:{health}",
+        f"--webhook-server-port={webhook}",
+        f"--controller-threads={THREADS}",
+        f"--kube-api-qps={qps}",
+        f"--kube-api-burst={burst}",
+        "--zap-log-level=error",
+    ]
+    process = Process(args, folder / "kubeflow.log", metrics, f"http://127.0.0.1:{health}/readyz")
+    await mount_certificates(client)
+    return process
+
+
+async def mount_certificates(client: KubeClient, within: float = 120.0) -> None:
+    """Do what the kubelet's Secret volume does in a cluster: once Kubeflow's cert
+    rotator has filled its Secret, put the files where its webhook server reads them."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        raw = await client.get(SECRETS, "kubeflow", "training-operator-webhook-cert")
+        data = msgspec.json.decode(raw).get("data") or {}
+        if all(k in data for k in ("ca.crt", "tls.crt", "tls.key")):
+            _write_certificates(data)
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError("Kubeflow's cert rotator did not fill its Secret")
+
+
+def _write_certificates(data: dict[str, str]) -> None:
+    CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for key, value in data.items():
+        (CERT_DIR / key).write_bytes(base64.b64decode(value))
+
+
+# -- watching the work and playing the kubelet -------------------------------------------
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    labels: dict[str, str] = {}
+    resourceVersion: str = ""
+
+
+class _Cond(msgspec.Struct):
+    type: str
+    status: str
+
+
+class _JobStatus(msgspec.Struct):
+    conditions: list[_Cond] = []
+
+
+class _Obj(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    status: _JobStatus = msgspec.field(default_factory=_JobStatus)
+    count: int = 0
+
+
+class _Watch(msgspec.Struct):
+    type: str
+    object: _Obj
+
+
+class _List(msgspec.Struct):
+    metadata: _Meta
+
+
+@dataclass
+class Observer:
+    """Counts what the operator writes and moves pods through their phases."""
+
+    client: KubeClient
+    jobs: int
+    pods: set[str] = field(default_factory=set)
+    services: set[str] = field(default_factory=set)
+    status_writes: int = 0
+    event_counts: dict[str, int] = field(default_factory=dict)
+    last_change: float = 0.0
+    running_written: dict[str, float] = field(default_factory=dict)
+    running_seen: dict[str, float] = field(default_factory=dict)
+    success_written: dict[str, float] = field(default_factory=dict)
+    succeeded_seen: dict[str, float] = field(default_factory=dict)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _kubelet: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(KUBELET_WRITES))
+    _succeeding: set[str] = field(default_factory=set)
+
+    async def start(self) -> None:
+        for resource, handler in (
+            (PODS, self._pod),
+            (SERVICES, self._service),
+            (TFJOBS, self._job),
+            (EVENTS, self._event),
+        ):
+            listing = msgspec.json.decode(
+                await self.client.list(resource, NAMESPACE, limit=1), type=_List
+            )
+            task = asyncio.create_task(
+                self._watch(resource, listing.metadata.resourceVersion, handler)
+            )
+            task.add_done_callback(_report)
+            self._tasks.append(task)
+
+    async def _watch(self, resource: Resource, version: str, handler: Any) -> None:
+        async for line in self.client.watch(
+            resource, NAMESPACE, resource_version=version, timeout_seconds=3600
+        ):
+            event = msgspec.json.decode(line, type=_Watch)
+            if event.type != "BOOKMARK":
+                handler(event)
+
+    def _changed(self) -> None:
+        self.last_change = time.perf_counter()
+
+    def _pod(self, event: _Watch) -> None:
+        name = event.object.metadata.name
+        if event.type == "ADDED" and name not in self.pods:
+            self.pods.add(name)
+            self._changed()
+            self._spawn(self._run_pod(event.object.metadata))
+
+    def _service(self, event: _Watch) -> None:
+        if event.type == "ADDED" and event.object.metadata.name not in self.services:
+            self.services.add(event.object.metadata.name)
+            self._changed()
+
+    def _job(self, event: _Watch) -> None:
+        if event.type != "MODIFIED":
+            return
+        self.status_writes += 1
+        self._changed()
+        now = time.perf_counter()
+        name = event.object.metadata.name
+        true = {c.type for c in event.object.status.conditions if c.status == "True"}
+        if "Running" in true or "Succeeded" in true:
+            self.running_seen.setdefault(name, now)
+            if name not in self._succeeding:
+                self._succeeding.add(name)
+                self._spawn(self._finish_job(name))
+        if "Succeeded" in true:
+            self.succeeded_seen.setdefault(name, now)
+
+    def _event(self, event: _Watch) -> None:
+        if event.type in ("ADDED", "MODIFIED"):
+            self.event_counts[event.object.metadata.name] = max(event.object.count, 1)
+            self._changed()
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.append(task)
+        task.add_done_callback(_report)
+
+    async def _run_pod(self, meta: _Meta) -> None:
+        job = meta.labels.get("training.kubeflow.org/job-name", "")
+        async with self._kubelet:
+            await self._patch_status(meta.name, running_status({}))
+        self.running_written.setdefault(job, time.perf_counter())
+
+    async def _finish_job(self, job: str) -> None:
+        names = [f"{job}-worker-{i}" for i in range(4)]
+        async with self._kubelet:
+            await asyncio.gather(*(self._patch_status(n, _succeeded()) for n in names))
+        self.success_written.setdefault(job, time.perf_counter())
+
+    async def _patch_status(self, pod: str, body: dict[str, Any]) -> None:
+        for _attempt in range(20):
+            try:
+                await self.client.merge_patch(PODS, NAMESPACE, pod, body, subresource="status")
+                return
+            except Exception:
+                await asyncio.sleep(0.2)  # the pod may not be readable yet
+
+    async def settled(self, within: float) -> bool:
+        """Every job Succeeded, all pods and services there, then QUIET seconds quiet."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            done = (
+                len(self.succeeded_seen) >= self.jobs
+                and len(self.pods) >= 4 * self.jobs
+                and len(self.services) >= 4 * self.jobs
+            )
+            if done and time.perf_counter() - self.last_change >= QUIET:
+                return True
+            await asyncio.sleep(0.2)
+        return False
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _report(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        print(f"  bench task failed: {task.exception()!r}", flush=True)
+
+
+def _succeeded() -> dict[str, Any]:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    terminated = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
+    return {
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {
+                    "name": "tensorflow",
+                    "image": "registry.example/tf:2.16",
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                    "state": {"terminated": terminated},
+                }
+            ],
+        }
+    }
+
+
+# -- one run ---------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    operator: str
+    jobs: int
+    limit: str
+    seconds: float = 0.0
+    pods: int = 0
+    services: int = 0
+    status_writes: int = 0
+    event_objects: int = 0
+    event_occurrences: int = 0
+    recorded: float = -1.0  # tfjob only: occurrences it recorded
+    dropped: float = -1.0  # tfjob only
+    running: list[float] = field(default_factory=list)
+    succeeded: list[float] = field(default_factory=list)
+    cpu: float = 0.0
+    rss_mb: float = 0.0
+    settled: bool = False
+    stop_seconds: float = 0.0
+
+
+async def one_run(kind: str, jobs: int, qps: int, burst: int, folder: Path) -> Result:
+    result = Result(kind, jobs, f"{qps}/{burst}")
+    with control_plane() as plane:
+        client = KubeClient.connect(str(plane.kubeconfig_path))
+        operator: Process | None = None
+        try:
+            await create_namespace(client, NAMESPACE)
+            if kind == "tfjob":
+                operator = start_tfjob(plane, qps, burst, folder)
+            else:
+                operator = await start_kubeflow(client, plane, qps, burst, folder)
+            sampler = asyncio.create_task(operator.sample_rss())
+            await operator.ready()
+            observer = Observer(client, jobs)
+            await observer.start()
+            await asyncio.sleep(0.5)
+            operator.start_counting()
+            started = time.perf_counter()
+            await submit(client, NAMESPACE, jobs)
+            result.settled = await observer.settled(within=600 + jobs)
+            result.seconds = observer.last_change - started
+            result.cpu = operator.cpu_used()
+            if kind == "tfjob":
+                found = operator.metrics()
+                result.recorded = found.get("tfjob_events_recorded_total", 0.0)
+                result.dropped = sum(
+                    v for k, v in found.items() if k.startswith("tfjob_events_dropped_total")
+                )
+            result.stop_seconds = operator.stop()
+            await sampler
+            result.rss_mb = operator.peak_rss / 2**20
+            await asyncio.sleep(1.0)  # anything flushed at shutdown reaches the watch
+            await observer.close()
+            result.pods, result.services = len(observer.pods), len(observer.services)
+            result.status_writes = observer.status_writes
+            result.event_objects = len(observer.event_counts)
+            result.event_occurrences = sum(observer.event_counts.values())
+            result.running = _reactions(observer.running_written, observer.running_seen)
+            result.succeeded = _reactions(observer.success_written, observer.succeeded_seen)
+        finally:
+            if operator is not None:
+                operator.stop()
+            await client.close()
+            shutil_certs()
+    return result
+
+
+def shutil_certs() -> None:
+    """Kubeflow's rotator writes its serving certificate here; leave no trace."""
+    for path in CERT_DIR.glob("*"):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _reactions(written: dict[str, float], seen: dict[str, float]) -> list[float]:
+    return [(seen[j] - t) * 1000 for j, t in written.items() if j in seen and seen[j] >= t]
+
+
+# -- the table -------------------------------------------------------------------------
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]  # type: ignore[call-overload, no-any-return]
+
+
+def print_run(r: Result) -> None:
+    lost = ""
+    if r.operator == "tfjob":
+        verdict = "NONE LOST" if r.recorded == r.event_occurrences and not r.dropped else "LOST"
+        lost = (
+            f", recorded {r.recorded:.0f} occurrences, API holds {r.event_occurrences}, "
+            f"dropped {r.dropped:.0f} -> {verdict}"
+        )
+    print(
+        f"  {r.operator:8} {r.jobs:5} jobs @ {r.limit:9}: all work in {r.seconds:7.1f} s"
+        f"{'' if r.settled else ' (NOT SETTLED)'}; pods {r.pods}, services {r.services}, "
+        f"status writes {r.status_writes}, events {r.event_objects} objects / "
+        f"{r.event_occurrences} occurrences{lost}; "
+        f"Running reaction p50 {_pct(r.running, 50):.0f} ms p99 {_pct(r.running, 99):.0f} ms; "
+        f"Succeeded reaction p50 {_pct(r.succeeded, 50):.0f} ms "
+        f"p99 {_pct(r.succeeded, 99):.0f} ms; CPU {r.cpu:.1f} s; peak RSS {r.rss_mb:.0f} MB; "
+        f"SIGTERM->exit {r.stop_seconds:.1f} s",
+        flush=True,
+    )
+
+
+def print_ratios(ours: Result, theirs: Result) -> None:
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}" if b else "n/a"
+
+    rows = [
+        ("time to all work", ours.seconds, theirs.seconds, "<= 0.5"),
+        ("CPU seconds", ours.cpu, theirs.cpu, "<= 0.5"),
+        ("Running reaction p50", _pct(ours.running, 50), _pct(theirs.running, 50), ""),
+        ("Running reaction p99", _pct(ours.running, 99), _pct(theirs.running, 99), "< 1"),
+        ("Succeeded reaction p99", _pct(ours.succeeded, 99), _pct(theirs.succeeded, 99), ""),
+        ("peak RSS", ours.rss_mb, theirs.rss_mb, "<= 0.5 at 2,000 jobs"),
+        ("status writes", ours.status_writes, theirs.status_writes, ""),
+        ("Event occurrences", ours.event_occurrences, theirs.event_occurrences, ""),
+    ]
+    print(f"  tfjob/Kubeflow, {ours.jobs} jobs x 4 workers @ {ours.limit}:")
+    for name, a, b, goal in rows:
+        print(f"    {name:24} {a:10.1f} / {b:10.1f} = {ratio(a, b):>6}  {goal}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, nargs="+", default=[200, 2000])
+    parser.add_argument("--limits", nargs="+", default=["20:30", "1000:2000"])
+    parser.add_argument("--order", default="kubeflow,tfjob", help="operators, in run order")
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="tfjob-race-"))
+    print(f"logs in {folder}; {os.cpu_count()} CPUs; load {os.getloadavg()}", flush=True)
+    table: list[tuple[Result, Result]] = []
+    for jobs in args.jobs:
+        for limit in args.limits:
+            qps, burst = (int(x) for x in limit.split(":"))
+            results: dict[str, Result] = {}
+            for kind in args.order.split(","):
+                results[kind] = await one_run(kind, jobs, qps, burst, folder)
+                print_run(results[kind])
+            table.append((results["tfjob"], results["kubeflow"]))
+            print_ratios(results["tfjob"], results["kubeflow"])
+    print("\nSummary (tfjob/Kubeflow):")
+    for ours, theirs in table:
+        print_ratios(ours, theirs)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
