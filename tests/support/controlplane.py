@@ -371,6 +371,7 @@ class ControlPlane:
         self._kubeconfig: Path | None = None
         self._operator_kubeconfig: Path | None = None
         self._certs: _Certificates | None = None
+        self._apiserver_args: list[str] = []
 
     # -- public API --------------------------------------------------------------------
 
@@ -456,6 +457,24 @@ class ControlPlane:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    def restart_apiserver(self, down: float = 0.0) -> None:
+        """Stop kube-apiserver and start it again on the same port and etcd, `down`
+        seconds later: what an upgrade or a crash of the API server looks like to its
+        clients (connections reset, watches cut, then the same data)."""
+        proc = self._apiserver
+        if proc is None or not self._apiserver_args:
+            raise RuntimeError("the control plane is not started")
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        time.sleep(down)
+        self._apiserver = self._spawn("kube-apiserver", self._apiserver_args)
+        deadline = time.monotonic() + self.start_timeout
+        self._wait("kube-apiserver", self._apiserver, deadline, self._apiserver_ready)
 
     def log_tails(self, lines: int = 40) -> str:
         """The last lines of the apiserver's and etcd's logs, for failure reports."""
@@ -606,6 +625,7 @@ class ControlPlane:
                 f"--advertise-address={_non_loopback_ipv4() or '192.0.2.1'}",
                 "--endpoint-reconciler-type=none",
             ]
+        self._apiserver_args = args
         self._apiserver = self._spawn("kube-apiserver", args)
         self._wait("kube-apiserver", self._apiserver, deadline, self._apiserver_ready)
 

@@ -1,0 +1,184 @@
+"""Chaos, CI-sized: API faults, operator crashes and an API server restart.
+
+Each test bounds its loops (a handful of jobs, seeded randomness) and checks what a
+user would see: every job reaches the right terminal state, restart counts are exact,
+there are exactly the pods and services the jobs need and no pod was ever created
+twice. Larger versions of the same runs live in bench/ (bench/chaos_bench.py).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+from lightkube import Client
+
+from tests.kubernetes.chaos.conftest import AutoKubelet
+from tests.kubernetes.operator.cluster import Jobs, Operators, replica, wait_for
+from tests.support.controlplane import ControlPlane
+from tests.support.fault_proxy import FaultProxy, Rule, deletes_of, writes
+from tests.support.kubelet import FakeKubelet
+
+TIMEOUT = 90.0  # generous: CI machines and this one are small and shared
+BACKOFF = "has failed because it has reached the specified backoff limit"
+
+
+def _names(job: str, workers: int) -> set[str]:
+    return {f"{job}-worker-{i}" for i in range(workers)}
+
+
+def _replaced(jobs: Jobs, name: str, old_uid: str) -> dict[str, Any] | None:
+    pod = jobs.pods().get(name)
+    if pod is None or pod["metadata"]["uid"] == old_uid:
+        return None
+    return pod if not pod["metadata"].get("deletionTimestamp") else None
+
+
+def _run_all(kubelet: FakeKubelet, namespace: str, names: set[str]) -> None:
+    for name in sorted(names):
+        kubelet.run(namespace, name)
+
+
+def test_a_failure_counts_once_when_the_pod_delete_is_refused(
+    proxied_operators: Operators,
+    proxy: FaultProxy,
+    jobs: Jobs,
+    kubelet: FakeKubelet,
+    namespace: str,
+) -> None:
+    """The first DELETE of the failed pod is answered 429: the retry deletes it, and the
+    one retryable exit counts once - the job (backoffLimit 2) keeps running."""
+    proxy.set_rules(Rule("429", match=deletes_of("pods"), times=1))
+    proxied_operators.start()
+    jobs.create("once", {"Worker": replica(2, "ExitCode")}, runPolicy={"backoffLimit": 2})
+    pods = jobs.wait_pods(_names("once", 2), TIMEOUT)
+    _run_all(kubelet, namespace, _names("once", 2))
+    jobs.wait_condition("once", "Running", TIMEOUT)
+
+    kubelet.fail(namespace, "once-worker-1", 130)
+    old = pods["once-worker-1"]["metadata"]["uid"]
+    wait_for(lambda: _replaced(jobs, "once-worker-1", old), TIMEOUT, message="a new worker-1")
+    assert proxy.injected["429"] == 1, "the fault was not injected"
+    status = jobs.status("once")
+    assert status["restartCount"] == 1
+    assert jobs.condition("once", "Failed") is None
+
+    # A second retryable exit is the second failure: backoffLimit 2 is reached.
+    kubelet.run(namespace, "once-worker-1")
+    kubelet.fail(namespace, "once-worker-1", 130)
+    failed = jobs.wait_condition("once", "Failed", TIMEOUT)
+    assert BACKOFF in failed["message"]
+    assert jobs.status("once")["restartCount"] == 1  # the second failure was not restarted
+
+
+def test_retryable_failures_through_random_faults_end_with_exact_counts(
+    proxied_operators: Operators,
+    proxy: FaultProxy,
+    jobs: Jobs,
+    kubelet: FakeKubelet,
+    namespace: str,
+) -> None:
+    """~25% of requests meet a fault (500, 429, resets before and after forwarding,
+    delays) and every watch is cut within 4 s; each job's one retryable failure is
+    counted exactly once and every job succeeds with exactly its pods."""
+    proxy.set_rules(
+        Rule("reset-after", 0.05, writes()),
+        Rule("reset-before", 0.05),
+        Rule("500", 0.05),
+        Rule("429", 0.05),
+        Rule("delay", 0.05, delay=0.5),
+    )
+    proxy.watch_lifetime = 4.0
+    proxied_operators.start()
+    names = [f"f{i}" for i in range(3)]
+    for name in names:
+        jobs.create(name, {"Worker": replica(2, "ExitCode")}, runPolicy={"backoffLimit": 3})
+    every = set().union(*(_names(n, 2) for n in names))
+    pods = jobs.wait_pods(every, TIMEOUT)
+    _run_all(kubelet, namespace, every)
+    for name in names:
+        jobs.wait_condition(name, "Running", TIMEOUT)
+        old = pods[f"{name}-worker-1"]["metadata"]["uid"]
+        kubelet.fail(namespace, f"{name}-worker-1", 137, "OOMKilled")
+        wait_for(lambda n=name, u=old: _replaced(jobs, f"{n}-worker-1", u), TIMEOUT)  # type: ignore[misc]
+        _run_all(kubelet, namespace, _names(name, 2))
+        for index in (1, 0):
+            kubelet.succeed(namespace, f"{name}-worker-{index}")
+    for name in names:
+        jobs.wait_condition(name, "Succeeded", TIMEOUT)
+        assert jobs.status(name)["restartCount"] == 1, name
+        assert jobs.condition(name, "Failed") is None
+    jobs.wait_pods(every, TIMEOUT)
+    jobs.wait_services(every, TIMEOUT)
+    injected = dict(proxy.injected)
+    assert sum(injected.values()) > 0, "no fault was injected"
+
+
+def test_operator_killed_at_random_moments_converges_exactly(
+    operators: Operators,
+    jobs: Jobs,
+    auto_kubelet: AutoKubelet,
+) -> None:
+    """Jobs are created and completed while the operator is SIGKILLed three times at
+    random moments and restarted: every job succeeds, with exactly its pods and
+    services, each pod created once, and no restart counted."""
+    rng = random.Random(11)
+    running = operators.start()
+    names: list[str] = []
+    for round_ in range(3):
+        for i in range(4):
+            name = f"k{round_}{i}"
+            jobs.create(name, {"Worker": replica(2, "OnFailure")})
+            names.append(name)
+        time.sleep(rng.uniform(0.0, 2.0))
+        running.kill()
+        running = operators.start()
+    for name in names:
+        jobs.wait_condition(name, "Succeeded", TIMEOUT)
+        assert jobs.status(name).get("restartCount", 0) == 0, name
+    every = set().union(*(_names(n, 2) for n in names))
+    jobs.wait_pods(every, TIMEOUT)
+    jobs.wait_services(every, TIMEOUT)
+    twice = {n: uids for n, uids in auto_kubelet.uids.items() if len(uids) > 1}
+    assert twice == {}, f"pods created more than once: {twice}"
+
+
+def test_the_api_server_restarted_under_the_operator(
+    operators: Operators,
+    jobs: Jobs,
+    auto_kubelet: AutoKubelet,
+    control_plane: ControlPlane,
+    kube: Client,
+) -> None:
+    """The API server goes away for a second and comes back with the same data: the
+    operator keeps running, finishes the jobs it had and takes new ones."""
+    auto_kubelet.hold = 3.0  # still running when the API server goes
+    running = operators.start()
+    for i in range(3):
+        jobs.create(f"a{i}", {"Worker": replica(2, "OnFailure")})
+    jobs.wait_pods(set().union(*(_names(f"a{i}", 2) for i in range(3))), TIMEOUT)
+    control_plane.restart_apiserver(down=1.0)
+    wait_for(lambda: _answers(kube), TIMEOUT, message="the API server back")
+    jobs.create("after", {"Worker": replica(2, "OnFailure")})
+    for name in ["a0", "a1", "a2", "after"]:
+        jobs.wait_condition(name, "Succeeded", TIMEOUT)
+    assert running.process.poll() is None, f"operator exited:\n{running.log_tail()}"
+    every = set().union(*(_names(n, 2) for n in ["a0", "a1", "a2", "after"]))
+    jobs.wait_pods(every, TIMEOUT)
+    jobs.wait_services(every, TIMEOUT)
+    assert {n: u for n, u in auto_kubelet.uids.items() if len(u) > 1} == {}
+
+
+def _answers(kube: Client) -> bool:
+    from lightkube.resources.core_v1 import Namespace
+
+    try:
+        kube.get(Namespace, "default")
+    except Exception:
+        return False
+    return True
+
+
+pytestmark = pytest.mark.chaos
