@@ -60,7 +60,7 @@ from operator_bench import (  # type: ignore[import-not-found]
     submit,
 )
 
-from tests.support.controlplane import ControlPlane
+from tests.support.controlplane import ControlPlane, find_assets
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, SERVICES, TFJOBS, Resource
 
@@ -535,12 +535,28 @@ def print_ratios(ours: Result, theirs: Result) -> None:
         print(f"    {name:24} {a:10.1f} / {b:10.1f} = {ratio(a, b):>6}  {goal}")
 
 
+def _pin_assets() -> None:
+    """Resolve the binaries once (build.sh may be busy later) and pin them for every
+    control plane of the session through KUBEBUILDER_ASSETS."""
+    for attempt in range(10):
+        try:
+            assets = find_assets(build=False)
+        except Exception:
+            if attempt == 9:
+                raise
+            time.sleep(5)
+            continue
+        os.environ["KUBEBUILDER_ASSETS"] = str(assets.folder)
+        return
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, nargs="+", default=[200, 2000])
     parser.add_argument("--limits", nargs="+", default=["20:30", "1000:2000"])
     parser.add_argument("--order", default="kubeflow,tfjob", help="operators, in run order")
     args = parser.parse_args()
+    _pin_assets()
     folder = Path(tempfile.mkdtemp(prefix="tfjob-race-"))
     print(f"logs in {folder}; {os.cpu_count()} CPUs; load {os.getloadavg()}", flush=True)
     table: list[tuple[Result, Result]] = []
