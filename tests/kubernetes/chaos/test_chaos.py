@@ -182,3 +182,52 @@ def _answers(kube: Client) -> bool:
 
 
 pytestmark = pytest.mark.chaos
+
+
+def _to_events(method: str, path: str) -> bool:
+    return "/events" in path and method in ("POST", "PATCH")
+
+
+def test_every_event_reaches_the_api_server_through_faults_and_sigterm(
+    proxied_operators: Operators,
+    proxy: FaultProxy,
+    jobs: Jobs,
+    kubelet: FakeKubelet,
+    namespace: str,
+) -> None:
+    """Half the Event writes meet 429, 500 or a reset after forwarding: still, every
+    occurrence the operator recorded is counted in the API server's Events; and those
+    still pending at SIGTERM are written before the operator exits."""
+    proxy.set_rules(
+        Rule("429", 0.2, _to_events),
+        Rule("500", 0.15, _to_events),
+        Rule("reset-after", 0.15, _to_events),
+    )
+    running = proxied_operators.start()
+    first = [f"e{i}" for i in range(3)]
+    for name in first:
+        jobs.create(name, {"Worker": replica(2)})
+    every = set().union(*(_names(n, 2) for n in first))
+    jobs.wait_pods(every, TIMEOUT)
+    _run_all(kubelet, namespace, every)
+    for name in first:
+        jobs.wait_condition(name, "Running", TIMEOUT)
+
+    def delivered() -> float | None:
+        if running.metric("tfjob_events_pending") != 0:
+            return None
+        recorded = running.metric("tfjob_events_recorded_total")
+        held = sum(e.get("count") or 1 for e in jobs.events())
+        return recorded if held == recorded else None
+
+    wait_for(delivered, TIMEOUT, interval=0.5, message="every recorded event in the API server")
+    assert running.metric("tfjob_events_dropped_total", reason="rejected") == 0
+    assert sum(proxy.injected.values()) > 0, "no fault was injected"
+
+    # Now stop while events are still pending: they are written before the exit.
+    jobs.create("late", {"Worker": replica(2)})
+    jobs.wait_pods(every | _names("late", 2), TIMEOUT)
+    assert running.stop() == 0
+    assert "events not sent at shutdown" not in running.log_tail(400)
+    created = {e["message"] for e in jobs.events("late") if e["reason"] == "SuccessfulCreatePod"}
+    assert created == {f"Created pod: late-worker-{i}" for i in range(2)}
