@@ -7,7 +7,8 @@
   operator still running at the end must exit 0 on SIGTERM.
 - ``auto_kubelet`` (function): a background thread that plays the kubelet for every pod
   of the test's namespace: a new pod goes Running, a Running pod Succeeds after
-  ``hold`` seconds. It remembers every UID each pod name had.
+  ``hold`` seconds (or fails with 137 the first time, for names in ``fail_first``).
+  It remembers every UID each pod name had.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class AutoKubelet:
     kube: Client
     namespace: str
     hold: float = 0.5
+    fail_first: set[str] = field(default_factory=set)  # these pods' first run exits 137
     uids: dict[str, set[str]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _running_since: dict[str, float] = field(default_factory=dict)
@@ -100,7 +102,11 @@ class AutoKubelet:
                 self._running_since[key] = time.monotonic()
             elif phase == "Running":
                 since = self._running_since.setdefault(key, time.monotonic())
-                if time.monotonic() - since >= self.hold:
+                if time.monotonic() - since < self.hold:
+                    return
+                if meta.name in self.fail_first and len(self.uids[meta.name]) == 1:
+                    kubelet.fail(self.namespace, meta.name, 137, "OOMKilled")
+                else:
                     kubelet.succeed(self.namespace, meta.name)
         except ApiError:
             pass
@@ -109,11 +115,20 @@ class AutoKubelet:
         self._stop.set()
 
 
-@pytest.fixture
-def auto_kubelet(kube: Client, namespace: str) -> Iterator[AutoKubelet]:
-    player = AutoKubelet(kube, namespace)
+@contextlib.contextmanager
+def playing_kubelet(kube: Client, namespace: str, **options: Any) -> Iterator[AutoKubelet]:
+    """An AutoKubelet running in a thread for the duration of the block."""
+    player = AutoKubelet(kube, namespace, **options)
     thread = threading.Thread(target=player.loop, daemon=True)
     thread.start()
-    yield player
-    player.stop()
-    thread.join(10)
+    try:
+        yield player
+    finally:
+        player.stop()
+        thread.join(10)
+
+
+@pytest.fixture
+def auto_kubelet(kube: Client, namespace: str) -> Iterator[AutoKubelet]:
+    with playing_kubelet(kube, namespace) as player:
+        yield player
