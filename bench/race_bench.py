@@ -241,6 +241,7 @@ class _Obj(msgspec.Struct):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
     status: _JobStatus = msgspec.field(default_factory=_JobStatus)
     count: int = 0
+    reason: str = ""  # Events
 
 
 class _Watch(msgspec.Struct):
@@ -262,6 +263,7 @@ class Observer:
     services: set[str] = field(default_factory=set)
     status_writes: int = 0
     event_counts: dict[str, int] = field(default_factory=dict)
+    event_reasons: dict[str, str] = field(default_factory=dict)
     last_change: float = 0.0
     running_written: dict[str, float] = field(default_factory=dict)
     running_seen: dict[str, float] = field(default_factory=dict)
@@ -329,6 +331,7 @@ class Observer:
     def _event(self, event: _Watch) -> None:
         if event.type in ("ADDED", "MODIFIED"):
             self.event_counts[event.object.metadata.name] = max(event.object.count, 1)
+            self.event_reasons[event.object.metadata.name] = event.object.reason
             self._changed()
 
     def _spawn(self, work: Any) -> None:
@@ -424,6 +427,7 @@ class Result:
     rss_mb: float = 0.0
     settled: bool = False
     stop_seconds: float = 0.0
+    by_reason: dict[str, int] = field(default_factory=dict)  # Event occurrences
 
 
 async def one_run(kind: str, jobs: int, qps: int, burst: int, folder: Path) -> Result:
@@ -463,6 +467,9 @@ async def one_run(kind: str, jobs: int, qps: int, burst: int, folder: Path) -> R
             result.status_writes = observer.status_writes
             result.event_objects = len(observer.event_counts)
             result.event_occurrences = sum(observer.event_counts.values())
+            for name, count in observer.event_counts.items():
+                reason = observer.event_reasons.get(name, "")
+                result.by_reason[reason] = result.by_reason.get(reason, 0) + count
             result.running = _reactions(observer.running_written, observer.running_seen)
             result.succeeded = _reactions(observer.success_written, observer.succeeded_seen)
         finally:
@@ -514,6 +521,8 @@ def print_run(r: Result) -> None:
         f"SIGTERM->exit {r.stop_seconds:.1f} s",
         flush=True,
     )
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(r.by_reason.items()))
+    print(f"           Event occurrences by reason: {reasons}", flush=True)
 
 
 def print_ratios(ours: Result, theirs: Result) -> None:
