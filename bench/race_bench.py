@@ -61,7 +61,7 @@ from operator_bench import (  # type: ignore[import-not-found]
 )
 
 from tests.support.controlplane import ControlPlane, find_assets
-from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, SERVICES, TFJOBS, Resource
 
 NAMESPACE = "race"
@@ -235,6 +235,7 @@ class _Cond(msgspec.Struct):
 
 class _JobStatus(msgspec.Struct):
     conditions: list[_Cond] = []
+    phase: str = ""  # pods
 
 
 class _Obj(msgspec.Struct):
@@ -249,8 +250,14 @@ class _Watch(msgspec.Struct):
     object: _Obj
 
 
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    continue_: str = msgspec.field(default="", name="continue")
+
+
 class _List(msgspec.Struct):
-    metadata: _Meta
+    metadata: _ListMeta
+    items: list[_Obj] = []
 
 
 @dataclass
@@ -272,6 +279,7 @@ class Observer:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _kubelet: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(KUBELET_WRITES))
     _succeeding: set[str] = field(default_factory=set)
+    _started: set[str] = field(default_factory=set)
 
     async def start(self) -> None:
         for resource, handler in (
@@ -290,21 +298,52 @@ class Observer:
             self._tasks.append(task)
 
     async def _watch(self, resource: Resource, version: str, handler: Any) -> None:
-        async for line in self.client.watch(
-            resource, NAMESPACE, resource_version=version, timeout_seconds=3600
-        ):
-            event = msgspec.json.decode(line, type=_Watch)
-            if event.type != "BOOKMARK":
-                handler(event)
+        """Watch for good: resume after the server ends a watch (it drops one whose
+        reader falls behind), relist on 410 - as an informer does."""
+        while True:
+            try:
+                async for line in self.client.watch(
+                    resource, NAMESPACE, resource_version=version, timeout_seconds=600
+                ):
+                    event = msgspec.json.decode(line, type=_Watch)
+                    if event.type == "ERROR":
+                        raise ApiError(410, "Expired", "watch ERROR event")
+                    version = event.object.metadata.resourceVersion or version
+                    if event.type != "BOOKMARK":
+                        handler(event)
+            except ApiError as error:
+                if not error.gone:
+                    await asyncio.sleep(0.5)
+                    continue
+                version = await self._relist(resource, handler)
+            except TransportError:
+                await asyncio.sleep(0.5)
+
+    async def _relist(self, resource: Resource, handler: Any) -> str:
+        token, version = "", ""
+        while True:
+            page = msgspec.json.decode(
+                await self.client.list(resource, NAMESPACE, continue_=token), type=_List
+            )
+            version = version or page.metadata.resourceVersion
+            for item in page.items:
+                handler(_Watch("ADDED", item))
+            token = page.metadata.continue_
+            if not token:
+                return version
 
     def _changed(self) -> None:
         self.last_change = time.perf_counter()
 
     def _pod(self, event: _Watch) -> None:
         name = event.object.metadata.name
-        if event.type == "ADDED" and name not in self.pods:
+        if event.type == "DELETED":
+            return
+        if name not in self.pods:
             self.pods.add(name)
             self._changed()
+        if name not in self._started and event.object.status.phase in ("", "Pending"):
+            self._started.add(name)
             self._spawn(self._run_pod(event.object.metadata))
 
     def _service(self, event: _Watch) -> None:
@@ -313,10 +352,9 @@ class Observer:
             self._changed()
 
     def _job(self, event: _Watch) -> None:
-        if event.type != "MODIFIED":
-            return
-        self.status_writes += 1
-        self._changed()
+        if event.type == "MODIFIED":
+            self.status_writes += 1
+            self._changed()
         now = time.perf_counter()
         name = event.object.metadata.name
         true = {c.type for c in event.object.status.conditions if c.status == "True"}
@@ -352,12 +390,13 @@ class Observer:
         self.success_written.setdefault(job, time.perf_counter())
 
     async def _patch_status(self, pod: str, body: dict[str, Any]) -> None:
-        for _attempt in range(20):
+        for _attempt in range(300):
             try:
                 await self.client.merge_patch(PODS, NAMESPACE, pod, body, subresource="status")
                 return
             except Exception:
-                await asyncio.sleep(0.2)  # the pod may not be readable yet
+                await asyncio.sleep(0.2)  # the API server is busy; try again
+        print(f"  bench: gave up writing the status of pod {pod}", flush=True)
 
     async def settled(self, within: float) -> bool:
         """Every job Succeeded, all pods and services there, then QUIET seconds quiet."""
