@@ -119,6 +119,7 @@ class Operator:
                     name=options.lease_name,
                     identity=f"{socket.gethostname()}_{uuid.uuid4()}",
                 ),
+                on_status=self.metrics.leader_status(options.lease_name),
             )
             if options.leader_elect
             else None
