@@ -3,8 +3,9 @@
 # container registry: the base image is made locally from Debian's packages with
 # mmdebstrap and cached, keyed by its inputs, so reruns reuse it.
 #
-# Usage: scripts/image.sh [build | base | tools]
+# Usage: scripts/image.sh [build | push REF | base | tools]
 #   build (default)  build localhost/tfjob:<version>; last stdout line: the image
+#   push REF         push it, e.g. push registry.example.com/team/tfjob:0.1.0
 #   base             only make (or reuse) the local Debian base; last line: its name
 #   tools            only check for (or install) buildah and mmdebstrap
 #
@@ -118,6 +119,11 @@ build_image() {
 
 case "${1:-build}" in
     tools) ensure_tools ;;
+    push)
+        [[ -n "${2:-}" ]] || die "push needs the target, e.g. registry.example.com/tfjob:${version}"
+        ensure_tools
+        buildah push "localhost/tfjob:${version}" "docker://${2}" >&2
+        printf '%s\n' "${2}" ;;
     base) ensure_tools; base_image ;;
     build) ensure_tools; build_image ;;
     *) die "unknown command ${1} (build, base or tools)" ;;
