@@ -15,7 +15,8 @@
 #   TFJOB_IMAGE_CACHE       base tarball cache (default ~/.cache/tfjob/images)
 #   TFJOB_INSTALL_IMAGE_TOOLS=1 (or CI=true)  apt-get install buildah and mmdebstrap
 #                           when missing; otherwise their absence is exit code 2
-#   PIP_CA_BUNDLE           CA bundle for pip inside the build (mounted from the host)
+#   PIP_CA_BUNDLE           CA bundle for pip inside the build, mounted from the host
+#                           (default: $PIP_CERT, else /etc/ssl/certs/ca-certificates.crt)
 #   DEBIAN_MIRROR           default http://deb.debian.org/debian
 # Exit codes: 0 ok, 2 the tools are missing (the tests skip outside CI), 1 failure.
 set -euo pipefail
@@ -105,8 +106,9 @@ build_image() {
         --build-arg "BASE=${base}" --build-arg "VERSION=${version}"
         -f Containerfile -t "${image}"
     )
-    # Behind a TLS-intercepting proxy pip needs the host's CA bundle (mounted, not copied).
-    local bundle="${PIP_CA_BUNDLE:-${PIP_CERT:-}}"
+    # pip inside the build trusts the host's CA bundle (mounted, not copied): needed
+    # behind a TLS-intercepting proxy, harmless elsewhere.
+    local bundle="${PIP_CA_BUNDLE:-${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}}"
     if [[ -n "${bundle}" && -f "${bundle}" ]]; then
         args+=(-v "$(dirname "${bundle}"):/run/host-ca:ro"
                --build-arg "PIP_CA_BUNDLE=/run/host-ca/$(basename "${bundle}")")

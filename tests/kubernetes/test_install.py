@@ -76,9 +76,12 @@ def test_cluster_overlay_runs_jobs_in_any_namespace(
     tmp_path: Path,
     started: list[RunningOperator],
 ) -> None:
+    # README's one command, and the cluster overlay, which is the same install.
+    apply(REPO_ROOT / "manifests" / "base", kubeconfig)
     folder = OVERLAYS / "cluster"
     apply(folder, kubeconfig)
     docs = render(folder)
+    assert docs == render(REPO_ROOT / "manifests" / "base")
     assert find(docs, "ClusterRole", "tfjob-operator")["rules"]
     container = operator_container(docs)
     assert container["image"] == f"localhost/tfjob:{VERSION}"
