@@ -251,7 +251,7 @@ def command(ctx: click.Context, /, **params: Any) -> None:
     """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
     options, level, fmt = translate(ctx, params)
     logs.configure(level, fmt)
-    _warn_ignored(ctx, params)
+    _warn_ignored(ctx)
     sys.exit(run(options))
 
 
@@ -284,7 +284,7 @@ def translate(
     return options, level, fmt
 
 
-def _warn_ignored(ctx: click.Context, params: dict[str, Any]) -> None:
+def _warn_ignored(ctx: click.Context) -> None:
     given = [
         f"--{flag}"
         for flag in IGNORED_KUBEFLOW_FLAGS
