@@ -106,7 +106,7 @@ def test_the_operator_from_the_image_serves_the_cluster(
     shutil.copy(operator_kubeconfig, mounted / "config")
     (mounted / "config").chmod(0o644)
     [deployment] = yaml.safe_load_all(
-        (REPO_ROOT / "tests" / "fixtures" / "kubeflow-deployment.yaml").read_text()
+        (REPO_ROOT / "tests" / "kubernetes" / "kubeflow-deployment.yaml").read_text()
     )
     [spec] = deployment["spec"]["template"]["spec"]["containers"]
     health, metrics = free_port(), free_port()

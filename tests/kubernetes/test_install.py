@@ -150,7 +150,7 @@ def test_a_deployment_written_for_kubeflow_starts_tfjob(
     started: list[RunningOperator],
 ) -> None:
     [deployment] = yaml.safe_load_all(
-        (REPO_ROOT / "tests/fixtures/kubeflow-deployment.yaml").read_text()
+        (REPO_ROOT / "tests/kubernetes/kubeflow-deployment.yaml").read_text()
     )
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["/manager"]  # the image runs `tfjob operator` for it
