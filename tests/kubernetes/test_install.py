@@ -88,11 +88,15 @@ def test_cluster_overlay_runs_jobs_in_any_namespace(
     env = {"POD_NAMESPACE": "tfjob-system"}
     args = expand(container["args"], env)
     assert not any(a.startswith("--namespace") for a in args)  # every namespace
+    # The Deployment's --leader-elect, on a Lease of this test's own (tfjob-system is
+    # shared by the session; the Role there allows any Lease name).
+    lease = f"install-{namespace}"
+    args.append(f"--leader-election-id={lease}")
     operator = start_operator(args, operator_kubeconfig, tmp_path / "operator.log", env)
     started.append(operator)
     operator.wait_ready()
     job_runs_to_success(jobs, kubelet, "cluster-wide")
-    assert operator.metric("leader_election_master_status", name="tfjob-operator") == 1
+    assert operator.metric("leader_election_master_status", name=lease) == 1
 
 
 def test_namespaced_overlay_runs_jobs_with_a_role_only(
