@@ -18,7 +18,7 @@ import pytest
 from lightkube import Client
 
 from tests.kubernetes.operator.cluster import Jobs, Operators, RunningOperator, replica, wait_for
-from tests.kubernetes.operator.kubeflow import Kubeflow, stop
+from tests.kubernetes.operator.training_operator import Kubeflow, stop
 from tests.support.kubelet import FakeKubelet
 
 WORKERS = {"swap-worker-0", "swap-worker-1"}
@@ -96,7 +96,7 @@ def test_tfjob_adopts_a_job_kubeflow_started(
     upstream = kubeflow.start()
     run_job_under(jobs, kubelet)
     before = snapshot(jobs)
-    stop(upstream)  # its reconciles are over (its own exit code: see kubeflow.stop)
+    stop(upstream)  # its reconciles are over (its own exit code: see training_operator.stop)
     assert upstream.process.returncode is not None
 
     tfjob = operators.start()
