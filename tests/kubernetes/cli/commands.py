@@ -15,6 +15,7 @@ import yaml
 
 from tests.interfaces.cli import TFJOB
 from tests.kubernetes.operator.cluster import IMAGE
+from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
 
 LIMIT = 60.0  # seconds any one command may take in these tests
 
@@ -37,6 +38,16 @@ def job_document(name: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
             **spec,
         },
     }
+
+
+def ending_job(name: str, replicas: int, *, exit_code: int, run_for: str) -> dict[str, Any]:
+    """A job whose pods kwok runs for `run_for`, then ends with `exit_code`."""
+    document = job_document(name, replicas)
+    template = document["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    template["metadata"] = {
+        "annotations": {EXIT_CODE_ANNOTATION: str(exit_code), RUN_FOR_ANNOTATION: run_for}
+    }
+    return document
 
 
 @dataclass

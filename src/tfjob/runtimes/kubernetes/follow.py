@@ -92,6 +92,7 @@ class _Stream:
     container: str
     label: str
     last: str = ""  # timestamp of the last line shown
+    shown_at_last: int = 0  # how many lines shown carry that timestamp
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
@@ -154,7 +155,9 @@ class JobFollower:
     async def _report_events(self, job: Object) -> None:
         uid = (job.get("metadata") or {}).get("uid")
         for event in await self._api.events(c.KIND, self._name):
-            key = str((event.get("metadata") or {}).get("uid", ""))
+            # A repeat is folded into the same Event with a higher count: show it again.
+            count = event.get("count") or (event.get("series") or {}).get("count") or 1
+            key = f"{(event.get('metadata') or {}).get('uid', '')}/{count}"
             if key in self._seen_events or (event.get("involvedObject") or {}).get("uid") != uid:
                 continue
             self._seen_events.add(key)
@@ -204,7 +207,13 @@ class JobFollower:
             await asyncio.sleep(self._options.interval)
 
     async def _read(self, stream: _Stream, follow: bool) -> None:
+        """Show the container's lines not shown yet. A stream opened again starts at
+        the second of the last line shown, so lines up to it are skipped: older ones,
+        and as many of those stamped the same as were already shown (lines written
+        together often share a timestamp)."""
         since = self._options.since_seconds if not stream.last else None
+        resume_at = time_key(stream.last) if stream.last else None
+        to_skip = stream.shown_at_last
         loop = asyncio.get_running_loop()
         with contextlib.suppress(ApiError, TransportError):
             async for line in self._api.log(
@@ -212,10 +221,14 @@ class JobFollower:
                 stream.container,
                 follow=follow,
                 since_seconds=since,
-                since_time=time_key(stream.last)[0] + "Z" if stream.last else None,
+                since_time=resume_at[0] + "Z" if resume_at else None,
             ):
-                if stream.last and time_key(line.time) <= time_key(stream.last):
+                key = time_key(line.time)
+                if resume_at is not None and (key < resume_at or (key == resume_at and to_skip)):
+                    to_skip -= key == resume_at
                     continue  # shown before the stream was opened again
+                same = bool(stream.last) and key == time_key(stream.last)
+                stream.shown_at_last = stream.shown_at_last + 1 if same else 1
                 stream.last = line.time
                 self._last_line_at = loop.time()
                 self._observer.log_line(stream.label, line.text)
