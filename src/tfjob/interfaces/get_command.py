@@ -70,7 +70,9 @@ async def _show(api: JobsApi, name: str | None, watch: bool, output: str | None)
         return
     rows = _rows(look, wide=output == "wide")
     widths = _widths(rows)
-    if output not in ("yaml", "json"):
+    if not look.jobs and not watch:
+        click.echo(f"No TFJobs in namespace {api.namespace}.", err=True)
+    elif output not in ("yaml", "json"):
         click.echo(_layout(rows, widths))
     if not watch:
         return
@@ -178,6 +180,7 @@ async def _describe(api: JobsApi, look: _Look) -> str:
     views = [replica_view(p) for p in look.pods if _owned_by(p, job)]
     table = replica_table(metadata["name"], state(job), views, now).plain
     lines = [
+        f"Name:       {metadata['name']}",
         f"Namespace:  {metadata.get('namespace', '')}",
         f"State:      {state(job) or 'Created'}" + (f" ({why})" if why else ""),
         f"Age:        {age(metadata.get('creationTimestamp'), now)}",
