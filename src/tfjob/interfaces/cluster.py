@@ -2,9 +2,9 @@
 the connection, durations as kubectl writes them, and one-line errors.
 
 Exit statuses, the same for every cluster command: 0 done (or Succeeded), 1 the job
-Failed, 2 bad input (a file, a refusal, an unknown job or replica), 3 the cluster
-cannot be used (unreachable, no TFJob CRD, bad kubeconfig, forbidden), 124 `--timeout`
-passed, 130 Ctrl-C.
+Failed (or was deleted while followed), 2 bad input (a file, a refusal, an unknown job
+or replica), 3 the cluster cannot be used (unreachable, no TFJob CRD, bad kubeconfig,
+forbidden), 124 `--timeout` passed, 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tfjob.core.pass_state import parse_time
 from tfjob.interfaces.job_files import BadInput
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.credentials import Connection, CredentialsError, connection
-from tfjob.runtimes.kubernetes.follow import true_condition
+from tfjob.runtimes.kubernetes.follow import JobDeleted, true_condition
 from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, NoTFJobApi, Object
 
 EXIT_FAILED = 1
@@ -43,6 +43,12 @@ class ClusterProblem(click.ClickException):
 
     def show(self, file: IO[Any] | None = None) -> None:
         click.echo(f"tfjob: {self.format_message()}", err=True)
+
+
+class JobEnded(ClusterProblem):
+    """The followed job went away without an outcome: exit status 1, as a failure."""
+
+    exit_code = EXIT_FAILED
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ def on_cluster(
     chosen = target.namespace or namespace or conn.namespace
     try:
         return asyncio.run(_with_api(conn, chosen, body))
+    except JobDeleted as error:
+        raise JobEnded(str(error)) from None
     except NoSuchJob as error:
         raise BadInput(str(error)) from None
     except NoTFJobApi as error:

@@ -18,8 +18,14 @@ from tfjob.interfaces.cluster import (
     on_cluster,
     outcome,
 )
-from tfjob.runtimes.kubernetes.follow import POLL_INTERVAL, is_finished, state, true_condition
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, Object
+from tfjob.runtimes.kubernetes.follow import (
+    POLL_INTERVAL,
+    JobDeleted,
+    is_finished,
+    state,
+    true_condition,
+)
+from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, Object
 
 
 @click.command(name="wait")
@@ -41,8 +47,8 @@ def command(name: str, wanted: str | None, timeout: float | None, target: Target
 
     \b
     Exit status: 0 the job Succeeded (or reached the --for state), 1 it Failed (or
-    finished without reaching the --for state; the reason on stderr), 2 unknown job,
-    3 cluster unusable, 124 --timeout passed, 130 Ctrl-C.
+    finished without reaching the --for state, or was deleted; the reason on stderr),
+    2 unknown job, 3 cluster unusable, 124 --timeout passed, 130 Ctrl-C.
     """
     try:
         job = on_cluster(target, lambda api: _wait(api, name, wanted, timeout))
@@ -58,8 +64,15 @@ async def _wait(api: JobsApi, name: str, wanted: str | None, limit: float | None
     """The job once it reached the wanted state or finished; None on timeout."""
 
     async def poll() -> Object:
+        seen = False
         while True:
-            job = await api.get(name)
+            try:
+                job = await api.get(name)
+            except NoSuchJob:
+                if seen:  # it existed: deleted while waited for
+                    raise JobDeleted(name) from None
+                raise
+            seen = True
             if is_finished(job) or (wanted and true_condition(job, wanted)):
                 return job
             await asyncio.sleep(POLL_INTERVAL)

@@ -7,6 +7,7 @@ real; the FakeKubelet (tests/support/kubelet.py) reports pod phases as a kubelet
 from __future__ import annotations
 
 import json
+import time
 
 import yaml
 
@@ -95,6 +96,20 @@ def test_ctrl_c_stops_following_and_leaves_the_job_running(
     assert "Traceback" not in running.output()
     assert jobs.get("stays") is not None
     assert "stays-worker-0" in jobs.pods()
+
+
+def test_a_job_deleted_while_followed_or_waited_for_ends_both_with_1(
+    operator: RunningOperator, cli: Cli, jobs: Jobs
+) -> None:
+    following = cli.start("submit", str(cli.write(job_document("brief"))), "--follow")
+    following.wait_output(lambda text: "Created pod: brief-worker-0" in text)
+    waiting = cli.start("wait", "brief")
+    time.sleep(3.0)  # the waiter's first look must find the job (nothing to observe)
+    assert cli("delete", "brief").returncode == 0
+    for process in (following, waiting):
+        assert process.wait() == 1, process.output()
+        assert "tfjob: brief was deleted before it finished" in process.output()
+        assert "Traceback" not in process.output()
 
 
 # -- get -------------------------------------------------------------------------------

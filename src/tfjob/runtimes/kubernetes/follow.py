@@ -20,14 +20,24 @@ from tfjob.core.pass_state import parse_time
 from tfjob.core.plan import Event
 from tfjob.core.progress import ReplicaView, RunObserver, replica_label
 from tfjob.runtimes.kubernetes.client import ApiError, TransportError
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, Object
+from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, Object
 
 POLL_INTERVAL = 1.0
 # After the job finishes: how long the streams may stay quiet before they are closed
 # (a kubelet ends a followed stream when its container stops; a simulated one may not).
 DRAIN_QUIET = 1.5
 DRAIN_LIMIT = 10.0
+# How long the API server may stay unreachable while a job is followed (a restarting
+# control plane, a network blip) before following gives up.
+OUTAGE_LIMIT = 60.0
 _TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+class JobDeleted(Exception):
+    """The followed job was deleted (or replaced by another of the same name)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} was deleted before it finished")
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,7 @@ class JobFollower:
         self._seen_events: set[str] = set()
         self._shown: tuple[str, list[ReplicaView]] | None = None
         self._last_line_at = 0.0
+        self._uid: str | None = None  # of the job, once seen
 
     async def follow(self) -> Object:
         """Follow until the job finishes; returns it as last read."""
@@ -122,7 +133,7 @@ class JobFollower:
             if not self._options.until_finished:
                 return await self._look_once()
             while True:
-                job = await self._look()
+                job = await self._look_patiently()
                 if is_finished(job):
                     break
                 await asyncio.sleep(self._options.interval)
@@ -138,8 +149,35 @@ class JobFollower:
             await self._read(stream, follow=False)
         return job
 
+    async def _look_patiently(self) -> Object:
+        """A look; while the API server cannot be reached, try again every second (the
+        first failure reported as a warning) until OUTAGE_LIMIT passes."""
+        loop = asyncio.get_running_loop()
+        since: float | None = None
+        while True:
+            try:
+                return await self._look()
+            except TransportError as error:
+                if since is None:
+                    since = loop.time()
+                    self._observer.event(
+                        Event(type="Warning", reason="Unreachable", message=f"API server: {error}")
+                    )
+                if loop.time() - since > OUTAGE_LIMIT:
+                    raise
+                await asyncio.sleep(self._options.interval)
+
     async def _look(self) -> Object:
-        job = await self._api.get(self._name)
+        try:
+            job = await self._api.get(self._name)
+        except NoSuchJob:
+            if self._uid is not None:
+                raise JobDeleted(self._name) from None
+            raise
+        uid = str((job.get("metadata") or {}).get("uid", ""))
+        if self._uid is not None and uid != self._uid:
+            raise JobDeleted(self._name)
+        self._uid = uid
         pods = sorted(await self._api.pods(self._name), key=_pod_name)
         self._pods = {_pod_name(p): p for p in pods}
         if self._options.events:
@@ -191,8 +229,9 @@ class JobFollower:
                 self._streams[key] = stream
 
     async def _stream(self, stream: _Stream) -> None:
-        """Show a container's output; open the log again after each restart, until the
-        pod is gone or finished."""
+        """Show a container's output until the pod is gone or finished. The log is
+        opened again when the container restarts in place, and while it runs (the
+        stream broke, or ended before the status said the container stopped)."""
         opened_at_restart = -1
         while True:
             restarts = self._restarts(stream)
@@ -201,7 +240,7 @@ class JobFollower:
             if self._pod_phase(stream) in _TERMINAL_PHASES:
                 await self._read(stream, follow=False)  # what is left, once
                 return
-            if restarts != opened_at_restart:
+            if restarts != opened_at_restart or self._container_running(stream):
                 opened_at_restart = restarts
                 await self._read(stream, follow=True)
             await asyncio.sleep(self._options.interval)
@@ -234,17 +273,19 @@ class JobFollower:
                 self._observer.log_line(stream.label, line.text)
 
     def _restarts(self, stream: _Stream) -> int | None:
+        status = self._container_status(stream)
+        return None if status is None else int(status.get("restartCount", 0))
+
+    def _container_running(self, stream: _Stream) -> bool:
+        return "running" in ((self._container_status(stream) or {}).get("state") or {})
+
+    def _container_status(self, stream: _Stream) -> Object | None:
+        """The container's status as last seen; None once its pod is gone or replaced."""
         pod = self._pods.get(stream.pod)
         if pod is None or (pod.get("metadata") or {}).get("uid") != stream.uid:
             return None
-        return next(
-            (
-                int(s.get("restartCount", 0))
-                for s in _statuses(pod)
-                if s.get("name") == stream.container
-            ),
-            0,
-        )
+        found = (s for s in _statuses(pod) if s.get("name") == stream.container)
+        return next(found, {})
 
     def _pod_phase(self, stream: _Stream) -> str:
         return str(((self._pods.get(stream.pod) or {}).get("status") or {}).get("phase", ""))
