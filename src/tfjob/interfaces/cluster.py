@@ -62,12 +62,19 @@ class Target:
     def connect(self) -> Connection:
         try:
             return connection(self.kubeconfig, self.context)
-        except (CredentialsError, OSError, ValueError, KeyError) as error:
-            raise ClusterProblem(f"cannot use the kubeconfig: {_one_line(error)}") from None
-        except Exception as error:  # lightkube's ConfigError and YAML errors
-            if type(error).__module__.startswith(("lightkube", "yaml")):
+        except Exception as error:
+            if isinstance(error, _kubeconfig_errors()):
                 raise ClusterProblem(f"cannot use the kubeconfig: {_one_line(error)}") from None
             raise
+
+
+def _kubeconfig_errors() -> tuple[type[Exception], ...]:
+    """What reading a kubeconfig raises when the file or the context is not usable."""
+    import yaml
+    from lightkube.core.exceptions import ConfigError
+
+    malformed = (ValueError, KeyError, TypeError, AttributeError)  # a file not shaped as one
+    return (CredentialsError, ConfigError, yaml.YAMLError, OSError, *malformed)
 
 
 def cluster_options(command: F) -> F:
@@ -181,5 +188,9 @@ def age(created: str | None, now: datetime) -> str:
 
 
 def _one_line(error: BaseException) -> str:
+    if isinstance(error, KeyError):
+        return f"it has no {error} entry"
+    if isinstance(error, (TypeError, AttributeError)):
+        return f"it is not shaped as a kubeconfig ({error})"
     text = " ".join(str(error).split())
     return text or type(error).__name__
