@@ -56,10 +56,12 @@ def command(
 
 async def _logs(api: JobsApi, name: str, options: FollowOptions, console: RunConsole) -> None:
     await api.get(name)  # an unknown job is an error, not silence
-    if options.replica:
-        replicas = sorted({replica_label(p.get("metadata") or {}) for p in await api.pods(name)})
-        if replicas and options.replica not in replicas:
-            raise BadInput(
-                f"{name} has no replica {options.replica}; its replicas: {', '.join(replicas)}"
-            )
+    replicas = sorted({replica_label(p.get("metadata") or {}) for p in await api.pods(name)})
+    if options.replica and replicas and options.replica not in replicas:
+        raise BadInput(
+            f"{name} has no replica {options.replica}; its replicas: {', '.join(replicas)}"
+        )
+    if not replicas and not options.until_finished:
+        click.echo(f"tfjob: {name} has no pods (not yet, or no longer): no output", err=True)
+        return
     await JobFollower(api, name, console, options).follow()

@@ -51,7 +51,7 @@ def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None
     \b
     Exit status: 0 created (with --follow: Succeeded), 1 Failed, 2 bad input or
     refused by the cluster (nothing created), 3 cluster unusable, 130 Ctrl-C.
-    Example: tfjob submit examples/ping/job.yaml --follow
+    Example: tfjob submit job.yaml --follow
     """
     jobs = read_jobs(job_file, require_image=True)
     documents = parse_documents(job_file.read_text(), str(job_file))

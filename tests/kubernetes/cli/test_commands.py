@@ -181,6 +181,16 @@ def test_get_of_an_unknown_job_is_one_line_and_exit_2(cli: Cli, jobs: Jobs) -> N
     )
 
 
+def test_logs_of_a_job_without_pods_says_so(cli: Cli, jobs: Jobs) -> None:
+    assert cli("submit", str(cli.write(job_document("podless")))).returncode == 0  # no operator
+    result = cli("logs", "podless")
+    assert result.returncode == 0
+    assert result.stdout == ""
+    assert _one_line_error(result.stderr) == (
+        "tfjob: podless has no pods (not yet, or no longer): no output"
+    )
+
+
 # -- wait ------------------------------------------------------------------------------
 
 
