@@ -18,16 +18,17 @@ from datetime import datetime
 from typing import IO, Any, TypeVar
 
 import click
+import msgspec
 
-from tfjob.api import constants as c
+from tfjob.api.types import JobCondition
 from tfjob.core.pass_state import parse_time
 from tfjob.interfaces.job_files import BadInput
+from tfjob.interfaces.outcome import EXIT_FAILED, exit_status
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.credentials import Connection, CredentialsError, connection
-from tfjob.runtimes.kubernetes.follow import JobDeleted, true_condition
+from tfjob.runtimes.kubernetes.follow import JobDeleted
 from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, NoTFJobApi, Object
 
-EXIT_FAILED = 1
 EXIT_CLUSTER = 3
 EXIT_TIMEOUT = 124
 EXIT_INTERRUPTED = 130
@@ -131,16 +132,10 @@ async def _with_api(conn: Connection, namespace: str, body: Callable[[JobsApi], 
 
 
 def outcome(job: Object) -> int:
-    """Exit status for a finished job: 0 Succeeded, else 1 with the reason on stderr."""
-    name = (job.get("metadata") or {}).get("name", "")
-    failed = true_condition(job, c.FAILED)
-    if failed is not None:
-        click.echo(f"tfjob: {name} failed: {failed.get('message', '')}", err=True)
-        return EXIT_FAILED
-    if true_condition(job, c.SUCCEEDED) is None:
-        click.echo(f"tfjob: {name} ended without succeeding", err=True)
-        return EXIT_FAILED
-    return 0
+    """Exit status for a finished job, as `tfjob run` gives it."""
+    conditions = (job.get("status") or {}).get("conditions") or []
+    typed = msgspec.convert(conditions, list[JobCondition], strict=False)
+    return exit_status(str(job["metadata"].get("name", "")), typed)
 
 
 # -- durations, as kubectl's --timeout and --since take them ---------------------------

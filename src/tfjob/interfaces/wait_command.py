@@ -9,7 +9,6 @@ import click
 
 from tfjob.api import constants as c
 from tfjob.interfaces.cluster import (
-    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_TIMEOUT,
     Duration,
@@ -18,6 +17,7 @@ from tfjob.interfaces.cluster import (
     on_cluster,
     outcome,
 )
+from tfjob.interfaces.outcome import EXIT_FAILED
 from tfjob.runtimes.kubernetes.follow import (
     POLL_INTERVAL,
     JobDeleted,
