@@ -20,7 +20,7 @@ from tfjob.interfaces.cluster import (
     cluster_options,
     on_cluster,
 )
-from tfjob.runtimes.kubernetes.follow import POLL_INTERVAL, replica_view, state
+from tfjob.runtimes.kubernetes.follow import POLL_INTERVAL, owned_by, replica_view, state
 from tfjob.runtimes.kubernetes.jobs_api import JobsApi, Object, event_time
 
 _COLUMNS = ("NAME", "STATE", "READY", "SUCCEEDED", "FAILED", "RESTARTS", "AGE")
@@ -120,7 +120,7 @@ def _rows(look: _Look, *, wide: bool) -> list[tuple[str, ...]]:
 def _row(job: Object, pods: list[Object], wide: bool) -> tuple[str, ...]:
     metadata, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
     specs = spec.get("tfReplicaSpecs") or {}
-    mine = [p for p in pods if _owned_by(p, job)]
+    mine = [p for p in pods if owned_by(p, job)]
     wanted = sum(int((s or {}).get("replicas", 1)) for s in specs.values())
     ready = sum(1 for p in mine if _ready(p))
     counts = (status.get("replicaStatuses") or {}).values()
@@ -139,11 +139,6 @@ def _row(job: Object, pods: list[Object], wide: bool) -> tuple[str, ...]:
     types = ",".join(f"{t}:{(s or {}).get('replicas', 1)}" for t, s in specs.items())
     conditions = status.get("conditions") or []
     return (*row, types or "-", str(conditions[-1].get("reason", "")) if conditions else "-")
-
-
-def _owned_by(pod: Object, job: Object) -> bool:
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return any(o.get("uid") == job["metadata"].get("uid") for o in owners)
 
 
 def _ready(pod: Object) -> bool:
@@ -177,7 +172,7 @@ async def _describe(api: JobsApi, look: _Look) -> str:
     conditions = status.get("conditions") or []
     latest = conditions[-1] if conditions else {}
     why = ": ".join(x for x in (latest.get("reason"), latest.get("message")) if x)
-    views = [replica_view(p) for p in look.pods if _owned_by(p, job)]
+    views = [replica_view(p) for p in look.pods if owned_by(p, job)]
     table = replica_table(metadata["name"], state(job), views, now).plain
     lines = [
         f"Name:       {metadata['name']}",

@@ -27,6 +27,7 @@ def _pod(state: str, restarts: int, phase: str = "Running") -> dict[str, Any]:
         "metadata": {
             "name": "j-worker-0",
             "uid": "u1",
+            "ownerReferences": [{"kind": "TFJob", "name": "j", "uid": "job-uid"}],
             "labels": {
                 "training.kubeflow.org/replica-type": "worker",
                 "training.kubeflow.org/replica-index": "0",

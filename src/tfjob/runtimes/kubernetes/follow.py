@@ -83,6 +83,13 @@ def replica_view(pod: Object) -> ReplicaView:
     )
 
 
+def owned_by(pod: Object, job: Object) -> bool:
+    """Whether the pod belongs to this job, not to an earlier one of the same name
+    whose pods are still going away."""
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("uid") == (job.get("metadata") or {}).get("uid") for o in owners)
+
+
 def _statuses(pod: Object) -> list[Object]:
     return list((pod.get("status") or {}).get("containerStatuses") or [])
 
@@ -168,6 +175,23 @@ class JobFollower:
                 await asyncio.sleep(self._options.interval)
 
     async def _look(self) -> Object:
+        job = await self._job()
+        pods = sorted(
+            (p for p in await self._api.pods(self._name) if owned_by(p, job)), key=_pod_name
+        )
+        self._pods = {_pod_name(p): p for p in pods}
+        if self._options.events:
+            await self._report_events(job)
+        views = [replica_view(p) for p in pods]
+        if self._shown != (state(job), views):
+            self._shown = (state(job), views)
+            self._observer.progress(state(job), views)
+        if self._options.logs:
+            self._open_streams(pods)
+        return job
+
+    async def _job(self) -> Object:
+        """The job; JobDeleted once the one seen before is gone (or was replaced)."""
         try:
             job = await self._api.get(self._name)
         except NoSuchJob:
@@ -178,16 +202,6 @@ class JobFollower:
         if self._uid is not None and uid != self._uid:
             raise JobDeleted(self._name)
         self._uid = uid
-        pods = sorted(await self._api.pods(self._name), key=_pod_name)
-        self._pods = {_pod_name(p): p for p in pods}
-        if self._options.events:
-            await self._report_events(job)
-        views = [replica_view(p) for p in pods]
-        if self._shown != (state(job), views):
-            self._shown = (state(job), views)
-            self._observer.progress(state(job), views)
-        if self._options.logs:
-            self._open_streams(pods)
         return job
 
     async def _report_events(self, job: Object) -> None:
