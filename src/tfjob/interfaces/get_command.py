@@ -63,32 +63,42 @@ def command(name: str | None, watch: bool, output: str | None, target: Target) -
 
 async def _show(api: JobsApi, name: str | None, watch: bool, output: str | None) -> None:
     look = await _look(api, name)
-    if output in ("yaml", "json"):
-        click.echo(_objects(look.jobs, name, output))
-    elif name and not watch and output is None:
+    if watch:
+        await _watch(api, name, output, look)
+    elif name and output is None:
         click.echo(await _describe(api, look))
-        return
+    elif output in ("yaml", "json"):
+        click.echo(_objects(look.jobs, name, output))
+    elif look.jobs:
+        click.echo(_layout(_rows(look, wide=output == "wide")))
+    else:
+        click.echo(f"No TFJobs in namespace {api.namespace}.", err=True)
+
+
+async def _watch(api: JobsApi, name: str | None, output: str | None, look: _Look) -> None:
+    """As kubectl -w: every job once (a table, or one object each), then each change."""
+    as_objects = output in ("yaml", "json")
     rows = _rows(look, wide=output == "wide")
     widths = _widths(rows)
-    if not look.jobs and not watch:
-        click.echo(f"No TFJobs in namespace {api.namespace}.", err=True)
-    elif output not in ("yaml", "json"):
+    shown: dict[str, tuple[str, ...]] = {}
+    if not as_objects:
         click.echo(_layout(rows, widths))
-    if not watch:
-        return
-    shown = {_key(j): _change(j, look.pods, output) for j in look.jobs}
+        shown = {_key(j): _change(j, look.pods, output) for j in look.jobs}
+    printed = 0
     while True:
+        for job in look.jobs:
+            change = _change(job, look.pods, output)
+            if shown.get(_key(job)) == change:
+                continue
+            shown[_key(job)] = change
+            if not as_objects:
+                click.echo(_layout([_row(job, look.pods, output == "wide")], widths))
+                continue
+            separator = "---\n" if output == "yaml" and printed else ""  # one YAML stream
+            click.echo(separator + _objects([job], job["metadata"]["name"], str(output)))
+            printed += 1
         await asyncio.sleep(POLL_INTERVAL)
         look = await _look(api, name)
-        for job in look.jobs:
-            if shown.get(_key(job)) == _change(job, look.pods, output):
-                continue
-            shown[_key(job)] = _change(job, look.pods, output)
-            row = _row(job, look.pods, output == "wide")
-            if output in ("yaml", "json"):
-                click.echo(_objects([job], job["metadata"]["name"], output))
-            else:
-                click.echo(_layout([row], widths))
 
 
 async def _look(api: JobsApi, name: str | None) -> _Look:

@@ -162,15 +162,24 @@ def test_get_watch_prints_a_line_per_change(
 ) -> None:
     assert cli("submit", str(cli.write(job_document("watched")))).returncode == 0
     watching = cli.start("get", "-w")
+    as_yaml = cli.start("get", "watched", "-w", "-o", "yaml")
     watching.wait_output(lambda text: "watched" in text)
+    as_yaml.wait_output(lambda text: "kind: TFJob" in text)
     jobs.wait_pods({"watched-worker-0"})
     kubelet.run(cli.namespace, "watched-worker-0")
     kubelet.succeed(cli.namespace, "watched-worker-0")
-    watching.wait_output(lambda text: "Succeeded" in text)
-    watching.interrupt()
-    assert watching.wait() == 130
-    states = [line.split()[1] for line in watching.output().splitlines()[1:] if line.strip()]
-    assert states[-1] == "Succeeded" and len(states) >= 2
+    assert cli("submit", str(cli.write(job_document("later")))).returncode == 0
+    watching.wait_output(lambda text: "Succeeded" in text and "later" in text)
+    as_yaml.wait_output(lambda text: "TFJobSucceeded" in text)
+    for process in (watching, as_yaml):
+        process.interrupt()
+        assert process.wait() == 130
+    rows = [line.split() for line in watching.output().splitlines()[1:] if line.strip()]
+    states = [row[1] for row in rows if row[0] == "watched"]
+    assert states[-1] == "Succeeded" and len(states) >= 2  # a line per change
+    assert "later" in [row[0] for row in rows]  # a job created meanwhile shows up
+    versions = list(yaml.safe_load_all(as_yaml.output()))
+    assert len(versions) >= 2 and all(v["metadata"]["name"] == "watched" for v in versions)
 
 
 def test_get_of_an_unknown_job_is_one_line_and_exit_2(cli: Cli, jobs: Jobs) -> None:
