@@ -6,7 +6,7 @@ pod shows the same lines, so each replica must show each line once, prefixed).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from tests.kubernetes.cli.commands import Cli, ending_job
 from tests.kubernetes.operator.cluster import Jobs, RunningOperator, wait_for
@@ -115,3 +115,17 @@ def test_submit_follow_follows_a_pod_recreated_after_a_retryable_exit(
     pods = lines.count("[tfjob] Created pod: again-worker-0")
     assert pods >= 2, following.output()
     assert lines.count("[worker-0] attempt") == pods, following.output()  # once per pod
+
+
+def test_logs_since_leaves_out_older_output(
+    operator: RunningOperator, cluster: Cluster, nodes: Nodes, cli: Cli, jobs: Jobs
+) -> None:
+    nodes.add(1)
+    hour_ago = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    cluster.container_log.write_text(f"{hour_ago} stdout F old news\n")
+    _append(cluster, "fresh")
+    submitted = cli("submit", str(cli.write(ending_job("recent", 1, exit_code=0, run_for="60s"))))
+    assert submitted.returncode == 0, submitted.stderr
+    _running(jobs, "recent-worker-0")
+    assert cli("logs", "recent").stdout.splitlines() == ["[worker-0] old news", "[worker-0] fresh"]
+    assert cli("logs", "recent", "--since", "5m").stdout.splitlines() == ["[worker-0] fresh"]
