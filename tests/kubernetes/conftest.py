@@ -21,6 +21,14 @@ gets a fresh namespace for isolation. Contracts, for test writers:
   value is the lightkube generic resource class for TFJob (``.Status`` included).
 - ``rbac_installed`` (session): the namespace, ServiceAccount and RBAC from
   manifests/base applied.
+- ``cluster`` (session): a started ``Cluster`` (tests/support/cluster.py): the control
+  plane plus kube-scheduler, kube-controller-manager and kwok. Started on first use
+  and kept for the rest of the session; with no nodes it binds nothing, so tests that
+  play the kubelet themselves are unaffected. Skips/fails like ``control_plane``.
+- ``nodes`` (function): a ``Nodes`` for the test: ``nodes.add(count, cpu=, memory=,
+  pods=)`` creates kwok nodes of that size (Ready when it returns); they and their
+  pods are removed after the test. Pods end through the annotations in
+  tests/support/cluster.py (``EXIT_CODE_ANNOTATION`` ...).
 
 Every test here is marked ``controlplane`` (deselect with ``-m "not controlplane"``).
 When one fails, the apiserver's and etcd's log tails are added to its report.
@@ -44,6 +52,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace
 
+from tests.support.cluster import Cluster, Nodes
 from tests.support.controlplane import (
     MANIFESTS_BASE,
     Assets,
@@ -60,6 +69,7 @@ from tests.support.kubelet import FakeKubelet
 _HERE = Path(__file__).resolve().parent
 _ASSETS = pytest.StashKey[Assets | ControlPlaneUnavailable]()
 _PLANE = pytest.StashKey[ControlPlane]()
+_CLUSTER = pytest.StashKey[Cluster]()
 
 
 def _in_ci() -> bool:
@@ -114,6 +124,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     plane = item.config.stash.get(_PLANE, None)
     if report.failed and plane is not None and "control_plane" in getattr(item, "fixturenames", ()):
         report.sections.append(("control plane logs", plane.log_tails(60)))
+        cluster = item.config.stash.get(_CLUSTER, None)
+        if cluster is not None:
+            report.sections.append(("cluster logs", cluster.log_tails(30)))
     return report  # type: ignore[no-any-return]
 
 
@@ -218,3 +231,30 @@ def rbac_installed(kube: Client, crd_installed: Any) -> None:
     """The operator's namespace, ServiceAccount, ClusterRole and bindings applied."""
     for name in ("namespace.yaml", "service-account.yaml", "rbac.yaml"):
         apply_documents(kube, load_manifest(MANIFESTS_BASE / name))
+
+
+@pytest.fixture(scope="session")
+def cluster(control_plane: ControlPlane, pytestconfig: pytest.Config) -> Iterator[Cluster]:
+    """kube-scheduler, kube-controller-manager and kwok on the session's control plane."""
+    try:
+        started = Cluster(control_plane, control_plane.assets).start()
+    except ControlPlaneUnavailable as exc:
+        if _in_ci():
+            pytest.fail(f"no test cluster: {exc}", pytrace=False)
+        pytest.skip(f"no test cluster: {exc}")
+    except ControlPlaneError as exc:
+        pytest.fail(f"the test cluster did not start:\n{exc}", pytrace=False)
+    pytestconfig.stash[_CLUSTER] = started
+    try:
+        yield started
+    finally:
+        del pytestconfig.stash[_CLUSTER]
+        started.stop()
+
+
+@pytest.fixture
+def nodes(cluster: Cluster, kube: Client, namespace: str) -> Iterator[Nodes]:
+    """kwok nodes for one test, removed (with their pods) afterwards."""
+    pool = Nodes(kube, namespace)
+    yield pool
+    pool.remove_all()
