@@ -89,6 +89,13 @@ from tfjob.runtimes.kubernetes.operator import OperatorOptions, run
     help="Requests allowed at once above --kube-api-qps (0: the QPS).",
 )
 @click.option(
+    "--gang-scheduler-name",
+    default="",
+    help="Gang-schedule every job with this scheduler: default-scheduler (native "
+    "Kubernetes 1.36+ Workload/PodGroup), volcano, kube-batch, or the name of a "
+    "scheduler-plugins scheduler. Default: off.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -107,6 +114,7 @@ def command(
     leader_election_id: str,
     kube_api_qps: float,
     kube_api_burst: int,
+    gang_scheduler_name: str,
     log_level: str,
 ) -> None:
     """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
@@ -124,5 +132,6 @@ def command(
         lease_name=leader_election_id,
         kube_api_qps=kube_api_qps,
         kube_api_burst=kube_api_burst,
+        gang_scheduler_name=gang_scheduler_name,
     )
     sys.exit(run(options))
