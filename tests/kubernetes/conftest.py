@@ -29,6 +29,9 @@ gets a fresh namespace for isolation. Contracts, for test writers:
   pods=)`` creates kwok nodes of that size (Ready when it returns); they and their
   pods are removed after the test. Pods end through the annotations in
   tests/support/cluster.py (``EXIT_CODE_ANNOTATION`` ...).
+- ``kwok`` (function): one default-size kwok node (via ``nodes``) and a ``KwokPods``:
+  ``kwok.wait_running(namespace, count, labels)`` and ``kwok.end(namespace, pod,
+  exit_code, reason)``.
 
 Every test here is marked ``controlplane`` (deselect with ``-m "not controlplane"``).
 When one fails, the apiserver's and etcd's log tails are added to its report.
@@ -52,7 +55,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace
 
-from tests.support.cluster import Cluster, Nodes
+from tests.support.cluster import Cluster, KwokPods, Nodes
 from tests.support.controlplane import (
     MANIFESTS_BASE,
     Assets,
@@ -258,3 +261,10 @@ def nodes(cluster: Cluster, kube: Client, namespace: str) -> Iterator[Nodes]:
     pool = Nodes(kube, namespace)
     yield pool
     pool.remove_all()
+
+
+@pytest.fixture
+def kwok(nodes: Nodes, kube: Client) -> KwokPods:
+    """Room for small jobs on one kwok node, and a handle to wait for and end pods."""
+    nodes.add(1)
+    return KwokPods(kube)

@@ -410,3 +410,48 @@ class Nodes:
 def _node_ready(node: Node) -> bool:
     conditions = (node.status.conditions if node.status else None) or []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+class KwokPods:
+    """A test's handle on pods kwok runs: wait until they are Running, end them.
+
+    Ending a pod is what its program would do: the exit-code annotation the kwok stages
+    read (kwok then writes the terminated containers and the phase).
+    """
+
+    def __init__(self, kube: Client) -> None:
+        self.kube = kube
+
+    def wait_running(
+        self,
+        namespace: str,
+        count: int,
+        labels: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> list[str]:
+        """Names of `count` pods matching `labels`, once each is bound and Running."""
+        deadline = time.monotonic() + timeout
+        names: list[str] = []
+        while True:
+            found = list(self.kube.list(Pod, namespace=namespace, labels=dict(labels or {})))
+            names = sorted(p.metadata.name for p in found if p.metadata and p.metadata.name)
+            running = [
+                p
+                for p in found
+                if p.spec and p.spec.nodeName and p.status and p.status.phase == "Running"
+            ]
+            if len(found) >= count and len(running) == len(found):
+                return names
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"expected {count} Running pods in {namespace} with {labels or {}}, "
+                    f"saw {names} ({len(running)} Running)"
+                )
+            time.sleep(0.1)
+
+    def end(self, namespace: str, name: str, exit_code: int = 0, reason: str = "") -> None:
+        """The pod's containers exit with `exit_code` (Succeeded if 0, else Failed)."""
+        annotations = {EXIT_CODE_ANNOTATION: str(exit_code)}
+        if reason:
+            annotations[REASON_ANNOTATION] = reason
+        self.kube.patch(Pod, name, {"metadata": {"annotations": annotations}}, namespace=namespace)
