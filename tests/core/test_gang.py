@@ -281,6 +281,18 @@ class TestLifecycle:
             ("Workload", "test-tfjob"),
         ]
 
+    def test_a_group_already_going_is_not_deleted_again(self) -> None:
+        status = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+        going = [
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"deletionTimestamp": "2026-11-30T11:59:00Z"},
+            }
+        ]
+        plan = gang_run(job(status=status, Worker=replica(1)), "plugins", going)
+        assert actions_of(plan, DeleteGroup) == []
+
     def test_suspended_job_deletes_its_group_and_running_job_keeps_it(self) -> None:
         observed = [{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup"}]
         suspended = job(run_policy={"suspend": True}, Worker=replica(1))

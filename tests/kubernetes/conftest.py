@@ -111,8 +111,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(
-            "control plane: building kube-apiserver and etcd from Go modules "
-            "(first run only, 5-12 min; see docs/control-plane.md)"
+            "test cluster: building kube-apiserver, etcd, kube-scheduler, "
+            "kube-controller-manager, kubectl, kwok and training-operator from Go modules "
+            "(first run only, about 12 min; see docs/control-plane.md)"
         )
     try:
         config.stash[_ASSETS] = find_assets(build=True)

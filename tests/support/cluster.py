@@ -336,7 +336,7 @@ class Nodes:
 
     Nodes are the capacity the scheduler fits pods into, so tests that count bound
     pods own theirs. Before the first node appears, pods left unbound by earlier tests
-    (their namespaces being deleted) are waited for, so they cannot take the room.
+    (their namespaces being deleted) are removed, so they cannot take the room.
     """
 
     def __init__(self, kube: Client, namespace: str) -> None:
@@ -386,18 +386,15 @@ class Nodes:
                     )
         self.names.clear()
 
-    def _clear_strays(self, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            strays = [
-                p
-                for p in self.kube.list(Pod, namespace="*", fields={"spec.nodeName": ""})
-                if p.metadata is not None and p.metadata.namespace != self.namespace
-            ]
-            if not strays or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        for pod in strays:  # still there: their tests are over, so they go now
+    def _clear_strays(self) -> None:
+        """Unbound pods outside this test's namespace are left over from earlier tests
+        (their namespaces being deleted): they go now, before they can take the room."""
+        strays = [
+            p
+            for p in self.kube.list(Pod, namespace="*", fields={"spec.nodeName": ""})
+            if p.metadata is not None and p.metadata.namespace != self.namespace
+        ]
+        for pod in strays:
             with contextlib.suppress(ApiError):
                 self.kube.delete(
                     Pod,

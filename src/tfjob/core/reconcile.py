@@ -319,5 +319,7 @@ def _sync_groups(state: Pass) -> None:
 def _delete_groups(state: Pass) -> None:
     """A finished or suspended job gives its group objects back (§8.5), newest first."""
     for kind in reversed(gang.group_kinds(state.settings.gang_scheduler_name)):
-        if _observed_group(state, kind.api_version, kind.kind) is not None:
+        observed = _observed_group(state, kind.api_version, kind.kind)
+        # Not again while it goes (a native PodGroup waits on its finalizer).
+        if observed is not None and not (observed.get("metadata") or {}).get("deletionTimestamp"):
             state.actions.append(DeleteGroup(kind=kind, name=state.job.metadata.name))
