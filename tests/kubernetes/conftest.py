@@ -22,7 +22,8 @@ gets a fresh namespace for isolation. Contracts, for test writers:
 - ``rbac_installed`` (session): the namespace, ServiceAccount and RBAC from
   manifests/base applied.
 - ``cluster`` (session): a started ``Cluster`` (tests/support/cluster.py): the control
-  plane plus kube-scheduler, kube-controller-manager and kwok. Started on first use
+  plane plus kube-scheduler, kube-controller-manager and kwok (and the Volcano,
+  kube-batch and scheduler-plugins PodGroup CRDs of tests/support/crds/). Started on first use
   and kept for the rest of the session; with no nodes it binds nothing, so tests that
   play the kubelet themselves are unaffected. Skips/fails like ``control_plane``.
 - ``nodes`` (function): a ``Nodes`` for the test: ``nodes.add(count, cpu=, memory=,
@@ -70,6 +71,7 @@ from tests.support.controlplane import (
 from tests.support.kubelet import FakeKubelet
 
 _HERE = Path(__file__).resolve().parent
+GANG_CRDS = _HERE.parents[1] / "tests" / "support" / "crds"
 _ASSETS = pytest.StashKey[Assets | ControlPlaneUnavailable]()
 _PLANE = pytest.StashKey[ControlPlane]()
 _CLUSTER = pytest.StashKey[Cluster]()
@@ -238,8 +240,19 @@ def rbac_installed(kube: Client, crd_installed: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster(control_plane: ControlPlane, pytestconfig: pytest.Config) -> Iterator[Cluster]:
-    """kube-scheduler, kube-controller-manager and kwok on the session's control plane."""
+def cluster(
+    control_plane: ControlPlane, kube: Client, pytestconfig: pytest.Config
+) -> Iterator[Cluster]:
+    """kube-scheduler, kube-controller-manager and kwok on the session's control plane.
+
+    The gang schedulers' PodGroup CRDs (tests/support/crds/) are installed first: the
+    garbage collector watches the resources it finds when it starts, and only looks
+    for new ones every 30 s.
+    """
+    for crd in sorted(GANG_CRDS.glob("*.yaml")):
+        docs = load_manifest(crd)
+        apply_documents(kube, docs)
+        _wait_established(kube, docs[0]["metadata"]["name"])
     try:
         started = Cluster(control_plane, control_plane.assets).start()
     except ControlPlaneUnavailable as exc:

@@ -20,6 +20,7 @@ from tfjob.core import gang
 from tfjob.core.plan import CreateGroup, DeleteGroup, GroupKind
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
+from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.resources import Resource
 
 
@@ -34,9 +35,12 @@ def _resource(kind: GroupKind) -> Resource:
 class GangGroups:
     """The API side of one operator's gang scheduling (`scheduler_name` not empty)."""
 
-    def __init__(self, client: KubeClient, recorder: EventRecorder, scheduler_name: str) -> None:
+    def __init__(
+        self, client: KubeClient, recorder: EventRecorder, metrics: Metrics, scheduler_name: str
+    ) -> None:
         self._client = client
         self._recorder = recorder
+        self._metrics = metrics
         self._kinds = gang.group_kinds(scheduler_name)
         self.scheduler_name = scheduler_name
 
@@ -85,6 +89,11 @@ class GangGroups:
         self._recorder.record(
             ref, "Normal", f"Successful{verb}{noun}", f"{verb}d {noun}: {action.name}"
         )
+        if noun == "PodGroup":  # upstream's counters (a native Workload is not counted)
+            created = verb == "Create"
+            (
+                self._metrics.pod_groups_created if created else self._metrics.pod_groups_deleted
+            ).inc()
         return None
 
     def _failed(

@@ -103,7 +103,7 @@ class Operator:
         self._wire()
         self.status = StatusWriter(client, self.caches.jobs, self.queue)
         self.gang = (
-            GangGroups(client, self.recorder, options.gang_scheduler_name)
+            GangGroups(client, self.recorder, self.metrics, options.gang_scheduler_name)
             if options.gang_scheduler_name
             else None
         )
