@@ -14,8 +14,8 @@ gets a fresh namespace for isolation. Contracts, for test writers:
   once ``rbac_installed`` (or manifests/base/rbac.yaml) has been applied.
 - ``kube`` (session): a lightkube sync ``Client`` with admin rights.
 - ``namespace`` (function): name of a fresh namespace, deleted (best effort) after the
-  test. Without a controller-manager a deleted namespace stays Terminating, which is
-  harmless: names are unique.
+  test. Until the ``cluster`` fixture has started the controller-manager, a deleted
+  namespace stays Terminating, which is harmless: names are unique.
 - ``kubelet`` (session): a ``FakeKubelet`` (tests/support/kubelet.py).
 - ``crd_installed`` (session): manifests/base/crd.yaml applied and Established; its
   value is the lightkube generic resource class for TFJob (``.Status`` included).
