@@ -336,7 +336,7 @@ class Nodes:
 
     Nodes are the capacity the scheduler fits pods into, so tests that count bound
     pods own theirs. Before the first node appears, pods left unbound by earlier tests
-    (their namespaces being deleted) are waited for, so they cannot take the room.
+    (their namespaces being deleted) are removed, so they cannot take the room.
     """
 
     def __init__(self, kube: Client, namespace: str) -> None:
@@ -386,18 +386,15 @@ class Nodes:
                     )
         self.names.clear()
 
-    def _clear_strays(self, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            strays = [
-                p
-                for p in self.kube.list(Pod, namespace="*", fields={"spec.nodeName": ""})
-                if p.metadata is not None and p.metadata.namespace != self.namespace
-            ]
-            if not strays or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        for pod in strays:  # still there: their tests are over, so they go now
+    def _clear_strays(self) -> None:
+        """Unbound pods outside this test's namespace are left over from earlier tests
+        (their namespaces being deleted): they go now, before they can take the room."""
+        strays = [
+            p
+            for p in self.kube.list(Pod, namespace="*", fields={"spec.nodeName": ""})
+            if p.metadata is not None and p.metadata.namespace != self.namespace
+        ]
+        for pod in strays:
             with contextlib.suppress(ApiError):
                 self.kube.delete(
                     Pod,
@@ -410,3 +407,48 @@ class Nodes:
 def _node_ready(node: Node) -> bool:
     conditions = (node.status.conditions if node.status else None) or []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+class KwokPods:
+    """A test's handle on pods kwok runs: wait until they are Running, end them.
+
+    Ending a pod is what its program would do: the exit-code annotation the kwok stages
+    read (kwok then writes the terminated containers and the phase).
+    """
+
+    def __init__(self, kube: Client) -> None:
+        self.kube = kube
+
+    def wait_running(
+        self,
+        namespace: str,
+        count: int,
+        labels: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> list[str]:
+        """Names of `count` pods matching `labels`, once each is bound and Running."""
+        deadline = time.monotonic() + timeout
+        names: list[str] = []
+        while True:
+            found = list(self.kube.list(Pod, namespace=namespace, labels=dict(labels or {})))
+            names = sorted(p.metadata.name for p in found if p.metadata and p.metadata.name)
+            running = [
+                p
+                for p in found
+                if p.spec and p.spec.nodeName and p.status and p.status.phase == "Running"
+            ]
+            if len(found) >= count and len(running) == len(found):
+                return names
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"expected {count} Running pods in {namespace} with {labels or {}}, "
+                    f"saw {names} ({len(running)} Running)"
+                )
+            time.sleep(0.1)
+
+    def end(self, namespace: str, name: str, exit_code: int = 0, reason: str = "") -> None:
+        """The pod's containers exit with `exit_code` (Succeeded if 0, else Failed)."""
+        annotations = {EXIT_CODE_ANNOTATION: str(exit_code)}
+        if reason:
+            annotations[REASON_ANNOTATION] = reason
+        self.kube.patch(Pod, name, {"metadata": {"annotations": annotations}}, namespace=namespace)

@@ -231,6 +231,13 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
     help="Requests allowed at once above --kube-api-qps (0: the QPS).",
 )
 @click.option(
+    "--gang-scheduler-name",
+    default="",
+    help="Gang-schedule every job with this scheduler: default-scheduler (native "
+    "Kubernetes 1.36+ Workload/PodGroup), volcano, kube-batch, or the name of a "
+    "scheduler-plugins scheduler. Default: off.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -280,6 +287,7 @@ def translate(
         lease_name=params["leader_election_id"],
         kube_api_qps=params["kube_api_qps"],
         kube_api_burst=params["kube_api_burst"],
+        gang_scheduler_name=params["gang_scheduler_name"],
     )
     return options, level, fmt
 

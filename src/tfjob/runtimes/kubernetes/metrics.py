@@ -59,6 +59,12 @@ class Metrics:
         self.services_failed = Counter(
             "failed_service_creation", "Service creations that failed", registry=r
         )
+        self.pod_groups_created = Counter(
+            "created_pod_groups", "Gang-scheduling PodGroups created", registry=r
+        )
+        self.pod_groups_deleted = Counter(
+            "deleted_pod_groups", "Gang-scheduling PodGroups deleted", registry=r
+        )
         self.reconcile_total = Counter(
             "controller_runtime_reconcile",
             "Reconciles by result",

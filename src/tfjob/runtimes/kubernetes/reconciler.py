@@ -26,7 +26,16 @@ from tfjob.api import constants as c
 from tfjob.api.observed import Pod, Service
 from tfjob.api.types import ObjectMeta, TFJob
 from tfjob.core import conditions
-from tfjob.core.plan import Action, CreatePod, CreateService, DeleteJob, DeletePod, Plan
+from tfjob.core.plan import (
+    Action,
+    CreateGroup,
+    CreatePod,
+    CreateService,
+    DeleteGroup,
+    DeleteJob,
+    DeletePod,
+    Plan,
+)
 from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
 from tfjob.core.settings import Settings
@@ -34,6 +43,7 @@ from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeou
 from tfjob.runtimes.kubernetes.decode import UndecodableJob
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.expectations import Expectations, Kind
+from tfjob.runtimes.kubernetes.gang import GangGroups
 from tfjob.runtimes.kubernetes.handlers import JOB_INDEX
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.metrics import Metrics
@@ -75,6 +85,7 @@ class Reconciler:
         status: StatusWriter,
         parallelism: int = 16,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        gang: GangGroups | None = None,
     ) -> None:
         self._client = client
         self._caches = caches
@@ -86,6 +97,7 @@ class Reconciler:
         self._status = status
         self._parallelism = parallelism
         self._clock = clock
+        self._gang = gang
 
     async def reconcile(self, key: str) -> None:
         """Bring job `key` one step closer to what the core wants."""
@@ -114,7 +126,8 @@ class Reconciler:
         job = self._status.decided_from(key, cached)  # the latest decided status
         pods = self._caches.pods.by_index(JOB_INDEX, key)
         services = self._caches.services.by_index(JOB_INDEX, key)
-        plan = decide(job, pods, services, self._clock(), self._settings)
+        groups = await self._gang.observe(*key.split("/", 1)) if self._gang else []
+        plan = decide(job, pods, services, self._clock(), self._settings, groups)
         ref = _ref(job.metadata)
         await self._store_status(key, cached, plan, lambda: self._count(job, pods, plan))
         for event in plan.events:
@@ -193,6 +206,9 @@ class Reconciler:
             return await self._create(key, ref, action)
         if isinstance(action, DeleteJob):
             return await self._delete_job(ref)
+        if isinstance(action, CreateGroup | DeleteGroup):
+            assert self._gang is not None, "group actions only come with gang scheduling on"
+            return await self._gang.act(ref, action)
         return await self._delete(key, ref, action)
 
     async def _create(
@@ -285,14 +301,18 @@ class Reconciler:
 
 def _waves(actions: Sequence[Action]) -> list[list[Action]]:
     """Maximal runs of pod/service actions (order-free among themselves); a DeleteJob
-    stands alone, after everything before it."""
+    or a gang group action stands alone, after everything before it."""
     waves: list[list[Action]] = []
     for action in actions:
-        if isinstance(action, DeleteJob) or not waves or isinstance(waves[-1][0], DeleteJob):
+        if _alone(action) or not waves or _alone(waves[-1][0]):
             waves.append([action])
         else:
             waves[-1].append(action)
     return waves
+
+
+def _alone(action: Action) -> bool:
+    return isinstance(action, DeleteJob | CreateGroup | DeleteGroup)
 
 
 def _what(action: Action) -> tuple[Kind, Resource, str]:
