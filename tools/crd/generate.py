@@ -164,9 +164,11 @@ def fill(node: Any, inliner: Inliner) -> Any:
 
 
 def _at(schema: dict[str, Any], path: str) -> dict[str, Any]:
-    """The schema of a dotted field path such as `spec.containers`."""
+    """The schema of a dotted field path such as `spec.containers[].name`."""
     for name in path.split("."):
-        schema = schema["properties"][name]
+        schema = schema["properties"][name.removesuffix("[]")]
+        if name.endswith("[]"):
+            schema = schema["items"]
     return schema
 
 
