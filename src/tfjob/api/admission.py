@@ -35,11 +35,16 @@ from tfjob.api.errors import FieldError
 _SCHEMA_FILE = "tfjob-v1.json"
 
 
-def check(document: Mapping[str, Any], *, require_image: bool = True) -> list[FieldError]:
-    """Every problem the API server would report on creating `document`."""
+def check(
+    document: Mapping[str, Any], *, require_image: bool = True, rules: bool = True
+) -> list[FieldError]:
+    """Every problem the API server would report on creating `document` (only the
+    schema's when `rules` is False)."""
     value = _without_nulls(document)
     schema = schema_document()
     errors = list(_schema_errors(value, schema))
+    if not rules:
+        return errors
     # The API server runs the rules too when the schema fails; a rule that cannot even
     # be evaluated on a value of the wrong type adds nothing to the schema's errors.
     for error, evaluated in _rule_errors(value, schema, "", require_image=require_image):

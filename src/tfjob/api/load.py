@@ -97,7 +97,13 @@ def _admit(
     job, errors = _decode(document)
     if job is not None:
         errors = validate(job, require_image=require_image)
-    if not errors:
+    if errors and not _check_header(document):
+        # Add what only the schema sees (wrong types deep in a template, unknown
+        # fields), not the rules' restatements of what we already said.
+        seen = {e.path for e in errors}
+        extra = admission.check(document, require_image=require_image, rules=False)
+        errors += [e for e in extra if e.path not in seen]
+    elif not errors:
         errors = admission.check(document, require_image=require_image)
     return (None, errors) if errors else (job, [])
 
