@@ -81,8 +81,10 @@ HEADER = """\
 # The TFJob custom resource, API-compatible with Kubeflow training-operator
 # (kubeflow.org/v1). Replica templates carry the full PodTemplateSpec schema, and CEL
 # rules (x-kubernetes-validations) make the checks Kubeflow's validating webhook makes,
-# so the API server refuses a bad TFJob at once, naming the field. The CRD is too
-# large for client-side apply: install it with `kubectl apply --server-side`.
+# so the API server refuses a bad TFJob at once, naming the field. Install it with
+# `kubectl apply --server-side` (as Kubeflow's CRD): client-side apply copies the whole
+# object into an annotation limited to 256 KiB, which this CRD nears (descriptions of
+# the pod fields are left out to stay well under it).
 """
 
 
