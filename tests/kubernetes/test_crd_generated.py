@@ -56,7 +56,7 @@ def test_the_readme_install_command_applies(
     )
     assert done.returncode == 0, done.stderr
     assert "customresourcedefinition.apiextensions.k8s.io/tfjobs.kubeflow.org" in done.stdout
-    crd = kube.get(CustomResourceDefinition, "tfjobs.kubeflow.org")
-    schema = crd.spec.versions[0].schema.openAPIV3Schema
-    replica = schema.properties["spec"].properties["tfReplicaSpecs"].additionalProperties
-    assert "containers" in replica.properties["template"].properties["spec"].properties
+    crd = kube.get(CustomResourceDefinition, "tfjobs.kubeflow.org").to_dict()
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    replica = schema["properties"]["spec"]["properties"]["tfReplicaSpecs"]["additionalProperties"]
+    assert "containers" in replica["properties"]["template"]["properties"]["spec"]["properties"]

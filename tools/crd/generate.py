@@ -85,6 +85,17 @@ HEADER = """\
 # `kubectl apply --server-side` (as Kubeflow's CRD): client-side apply copies the whole
 # object into an annotation limited to 256 KiB, which this CRD nears (descriptions of
 # the pod fields are left out to stay well under it).
+#
+# Differences from upstream's CRD, on purpose:
+#  - spec.runPolicy defaults to {} so every stored TFJob carries it (Kubeflow's Python
+#    SDK cannot deserialise a job without it); its nested `suspend: false` default
+#    then applies too.
+#  - spec is required; restartPolicy, cleanPodPolicy, successPolicy and managedBy are
+#    enums; counts are >= 0; the tf-operator v1.0 fields under spec are refused
+#    instead of silently pruned.
+#  - The webhook's checks are CEL rules, plus ours (replica-type case, name lengths).
+#  - Container names and ports carry the bounds pod validation applies, and containers
+#    at most 64 entries (so the CEL rules fit the API server's cost budget).
 """
 
 
