@@ -87,7 +87,7 @@ HEADER = """\
 # the pod fields are left out to stay well under it).
 #
 # Differences from upstream's CRD, on purpose:
-#  - spec.runPolicy defaults to {} so every stored TFJob carries it (Kubeflow's Python
+#  - spec.runPolicy defaults to {{}} so every stored TFJob carries it (Kubeflow's Python
 #    SDK cannot deserialise a job without it); its nested `suspend: false` default
 #    then applies too.
 #  - spec is required; restartPolicy, cleanPodPolicy, successPolicy and managedBy are
