@@ -226,10 +226,12 @@ _Found = tuple[FieldError, bool]  # (a rule that does not hold, whether it evalu
 def _rule_errors(
     value: Any, schema: dict[str, Any], path: str, *, require_image: bool
 ) -> Iterator[_Found]:
-    for rule in _rules(json.dumps(schema.get("x-kubernetes-validations", []))):
+    rules = schema.get("x-kubernetes-validations")
+    activation = _activation(value) if rules else {}
+    for rule in _rules(json.dumps(rules)) if rules else ():
         if rule.about_image and not require_image:
             continue
-        holds = _holds(rule, value)
+        holds = _holds(rule, activation)
         if holds is not True:
             where = (path + rule.field_path).lstrip(".") or "(document)"
             yield FieldError(where, *_split(rule)), holds is False
@@ -323,14 +325,20 @@ def _cached_parser() -> None:
         CELParser.CEL_PARSER = None  # cel-python builds its own
 
 
-def _holds(rule: _Rule, value: Any) -> bool | None:
-    """Whether the rule holds; None when it cannot be evaluated on this value."""
+def _activation(value: Any) -> dict[str, Any]:
+    """The CEL variables for the rules of one node (converted once for all of them)."""
     from celpy.adapter import json_to_cel
+
+    return {"self": json_to_cel(value)}
+
+
+def _holds(rule: _Rule, activation: dict[str, Any]) -> bool | None:
+    """Whether the rule holds; None when it cannot be evaluated on this value."""
     from celpy.celtypes import BoolType
     from celpy.evaluation import CELEvalError
 
     try:
-        result = rule.program.evaluate({"self": json_to_cel(value)})
+        result = rule.program.evaluate(activation)
     except (CELEvalError, TypeError, ValueError, KeyError, AttributeError):
         return None
     return bool(result) if isinstance(result, BoolType) else None
