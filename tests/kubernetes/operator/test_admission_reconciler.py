@@ -13,16 +13,13 @@ core raise (the corpus in tests/validation covers the ones that did). Everything
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.kubernetes.operator.test_status_writer import (  # noqa: F401 (fixtures)
-    Lane,
-    client,
-    lane,
-    until,
-)
+from tests.kubernetes.operator.test_status_writer import Lane, until
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes import reconciler as reconciler_module
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
@@ -46,6 +43,22 @@ class FailingDryRuns:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
+
+
+@pytest.fixture
+async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
+    connected = KubeClient.connect(str(kubeconfig))
+    yield connected
+    await connected.close()
+
+
+@pytest.fixture
+async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncIterator[Lane]:
+    """An operator's parts in-process, its informers running (test_status_writer.py)."""
+    built = Lane(client, namespace, bound=0.5)
+    await built.informers()
+    yield built
+    await built.stop()
 
 
 def _reconciler(lane: Lane, client: Any) -> Reconciler:
