@@ -241,8 +241,12 @@ class KubeClient:
 
     # -- writing ----------------------------------------------------------------------
 
-    async def create(self, resource: Resource, namespace: str, body: dict[str, Any]) -> bytes:
-        return await self._send("POST", resource.path(namespace), body=body)
+    async def create(
+        self, resource: Resource, namespace: str, body: dict[str, Any], *, dry_run: bool = False
+    ) -> bytes:
+        """POST; `dry_run` has it validated and admitted but not stored."""
+        params = {"dryRun": "All"} if dry_run else None
+        return await self._send("POST", resource.path(namespace), params=params, body=body)
 
     async def replace(
         self, resource: Resource, namespace: str, name: str, body: dict[str, Any]
