@@ -19,6 +19,14 @@ elif [ "${CI:-}" = "true" ]; then
     exit 1
 fi
 
+# The container image tests build with buildah on a Debian base made by mmdebstrap:
+# in CI (or with TFJOB_INSTALL_IMAGE_TOOLS=1) install them when missing and make the
+# base now (cached in ~/.cache/tfjob/images), outside the tests' timeouts. Elsewhere,
+# without them, those tests skip with a one-line reason.
+if [ "${CI:-}" = "true" ] || [ "${TFJOB_INSTALL_IMAGE_TOOLS:-}" = "1" ]; then
+    echo "image base: $(scripts/image.sh base | tail -n 1)"
+fi
+
 ruff check .
 ruff format --check .
 mypy

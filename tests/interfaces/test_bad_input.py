@@ -103,6 +103,11 @@ CASES = {
         _missing_command,
         "spec.tfReplicaSpecs[Worker].template.spec.containers[0].command: no command",
     ),
+    # Valid on a cluster, but planning 2**31 local processes used to spin forever.
+    "more replicas than one machine runs": (
+        _set("spec.tfReplicaSpecs.Worker.replicas", 2**31 - 1),
+        "spec.tfReplicaSpecs[Worker].replicas: 2147483647 replicas in all cannot run",
+    ),
 }
 
 

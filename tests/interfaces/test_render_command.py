@@ -41,3 +41,21 @@ def test_namespace_and_cluster_domain_reach_tf_config() -> None:
         config["cluster"]["ps"][1] == "dist-mnist-for-e2e-test-ps-1.team-a.svc.cluster.local:2222"
     )
     assert len(config["cluster"]["worker"]) == 4
+
+
+def test_gang_scheduler_name_adds_the_groups_and_ties_the_pods_to_them() -> None:
+    """Same flag as the operator: the group objects come first, pods join them."""
+    documents = _render(str(DIST_MNIST), "--gang-scheduler-name", "default-scheduler")
+    assert [d["kind"] for d in documents] == ["Workload", "PodGroup"] + ["Pod"] * 6 + [
+        "Service"
+    ] * 6
+    policy = documents[1]["spec"]["schedulingPolicy"]  # type: ignore[index]
+    assert policy == {"gang": {"minCount": 6}}
+    for pod in documents[2:8]:
+        assert pod["spec"]["schedulerName"] == "default-scheduler"  # type: ignore[index]
+        assert pod["spec"]["schedulingGroup"] == {  # type: ignore[index]
+            "podGroupName": "dist-mnist-for-e2e-test"
+        }
+    volcano = _render(str(DIST_MNIST), "--gang-scheduler-name", "volcano")
+    assert volcano[0]["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert volcano[0]["spec"]["minMember"] == 6  # type: ignore[index]

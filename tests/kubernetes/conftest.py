@@ -14,13 +14,25 @@ gets a fresh namespace for isolation. Contracts, for test writers:
   once ``rbac_installed`` (or manifests/base/rbac.yaml) has been applied.
 - ``kube`` (session): a lightkube sync ``Client`` with admin rights.
 - ``namespace`` (function): name of a fresh namespace, deleted (best effort) after the
-  test. Without a controller-manager a deleted namespace stays Terminating, which is
-  harmless: names are unique.
+  test. Until the ``cluster`` fixture has started the controller-manager, a deleted
+  namespace stays Terminating, which is harmless: names are unique.
 - ``kubelet`` (session): a ``FakeKubelet`` (tests/support/kubelet.py).
 - ``crd_installed`` (session): manifests/base/crd.yaml applied and Established; its
   value is the lightkube generic resource class for TFJob (``.Status`` included).
 - ``rbac_installed`` (session): the namespace, ServiceAccount and RBAC from
   manifests/base applied.
+- ``cluster`` (session): a started ``Cluster`` (tests/support/cluster.py): the control
+  plane plus kube-scheduler, kube-controller-manager and kwok (and the Volcano,
+  kube-batch and scheduler-plugins PodGroup CRDs of tests/support/crds/). Started on first use
+  and kept for the rest of the session; with no nodes it binds nothing, so tests that
+  play the kubelet themselves are unaffected. Skips/fails like ``control_plane``.
+- ``nodes`` (function): a ``Nodes`` for the test: ``nodes.add(count, cpu=, memory=,
+  pods=)`` creates kwok nodes of that size (Ready when it returns); they and their
+  pods are removed after the test. Pods end through the annotations in
+  tests/support/cluster.py (``EXIT_CODE_ANNOTATION`` ...).
+- ``kwok`` (function): one default-size kwok node (via ``nodes``) and a ``KwokPods``:
+  ``kwok.wait_running(namespace, count, labels)`` and ``kwok.end(namespace, pod,
+  exit_code, reason)``.
 
 Every test here is marked ``controlplane`` (deselect with ``-m "not controlplane"``).
 When one fails, the apiserver's and etcd's log tails are added to its report.
@@ -44,6 +56,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace
 
+from tests.support.cluster import Cluster, KwokPods, Nodes
 from tests.support.controlplane import (
     MANIFESTS_BASE,
     Assets,
@@ -58,8 +71,10 @@ from tests.support.controlplane import (
 from tests.support.kubelet import FakeKubelet
 
 _HERE = Path(__file__).resolve().parent
+GANG_CRDS = _HERE.parents[1] / "tests" / "support" / "crds"
 _ASSETS = pytest.StashKey[Assets | ControlPlaneUnavailable]()
 _PLANE = pytest.StashKey[ControlPlane]()
+_CLUSTER = pytest.StashKey[Cluster]()
 
 
 def _in_ci() -> bool:
@@ -98,8 +113,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(
-            "control plane: building kube-apiserver and etcd from Go modules "
-            "(first run only, 5-12 min; see docs/control-plane.md)"
+            "test cluster: building kube-apiserver, etcd, kube-scheduler, "
+            "kube-controller-manager, kubectl, kwok and training-operator from Go modules "
+            "(first run only, about 12 min; see docs/control-plane.md)"
         )
     try:
         config.stash[_ASSETS] = find_assets(build=True)
@@ -114,6 +130,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     plane = item.config.stash.get(_PLANE, None)
     if report.failed and plane is not None and "control_plane" in getattr(item, "fixturenames", ()):
         report.sections.append(("control plane logs", plane.log_tails(60)))
+        cluster = item.config.stash.get(_CLUSTER, None)
+        if cluster is not None:
+            report.sections.append(("cluster logs", cluster.log_tails(30)))
     return report  # type: ignore[no-any-return]
 
 
@@ -218,3 +237,48 @@ def rbac_installed(kube: Client, crd_installed: Any) -> None:
     """The operator's namespace, ServiceAccount, ClusterRole and bindings applied."""
     for name in ("namespace.yaml", "service-account.yaml", "rbac.yaml"):
         apply_documents(kube, load_manifest(MANIFESTS_BASE / name))
+
+
+@pytest.fixture(scope="session")
+def cluster(
+    control_plane: ControlPlane, kube: Client, pytestconfig: pytest.Config
+) -> Iterator[Cluster]:
+    """kube-scheduler, kube-controller-manager and kwok on the session's control plane.
+
+    The gang schedulers' PodGroup CRDs (tests/support/crds/) are installed first: the
+    garbage collector watches the resources it finds when it starts, and only looks
+    for new ones every 30 s.
+    """
+    for crd in sorted(GANG_CRDS.glob("*.yaml")):
+        docs = load_manifest(crd)
+        apply_documents(kube, docs)
+        _wait_established(kube, docs[0]["metadata"]["name"])
+    try:
+        started = Cluster(control_plane, control_plane.assets).start()
+    except ControlPlaneUnavailable as exc:
+        if _in_ci():
+            pytest.fail(f"no test cluster: {exc}", pytrace=False)
+        pytest.skip(f"no test cluster: {exc}")
+    except ControlPlaneError as exc:
+        pytest.fail(f"the test cluster did not start:\n{exc}", pytrace=False)
+    pytestconfig.stash[_CLUSTER] = started
+    try:
+        yield started
+    finally:
+        del pytestconfig.stash[_CLUSTER]
+        started.stop()
+
+
+@pytest.fixture
+def nodes(cluster: Cluster, kube: Client, namespace: str) -> Iterator[Nodes]:
+    """kwok nodes for one test, removed (with their pods) afterwards."""
+    pool = Nodes(kube, namespace)
+    yield pool
+    pool.remove_all()
+
+
+@pytest.fixture
+def kwok(nodes: Nodes, kube: Client) -> KwokPods:
+    """Room for small jobs on one kwok node, and a handle to wait for and end pods."""
+    nodes.add(1)
+    return KwokPods(kube)

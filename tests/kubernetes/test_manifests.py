@@ -21,6 +21,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Pod, Secret, Service
+from lightkube.resources.events_v1 import Event as EventsV1Event
 from lightkube.resources.rbac_authorization_v1 import ClusterRole
 from lightkube.types import PatchType
 
@@ -269,17 +270,20 @@ def test_queue_is_immutable(kube: Client, crd_installed: Any, namespace: str) ->
     assert updated["spec"]["runPolicy"]["backoffLimit"] == 5
 
 
-def test_template_round_trips_unknown_fields_and_spec_is_pruned(
+def test_template_round_trips_and_unknown_fields_are_pruned(
     kube: Client, crd_installed: Any, namespace: str
 ) -> None:
-    """Pod templates are kept verbatim (fields newer than the schema survive); the
-    rest of spec is structural, so an unknown top-level field is dropped."""
+    """Pod templates carry Kubernetes' PodTemplateSpec schema: what a user wrote is
+    stored as written (no defaults added), and a field unknown to the API server's
+    pod schema is dropped like any unknown field of spec (`kubectl apply` refuses
+    both, with its strict field validation)."""
     body = tfjob("verbatim", notAField=True)
     template = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]
     template["metadata"] = {"annotations": {"sidecar.istio.io/inject": "false"}}
-    template["spec"]["futurePodField"] = {"nested": [1, "two", {"three": 3.5}]}
-    template["spec"]["containers"][0]["resources"] = {"limits": {"memory": "1Gi"}}
+    template["spec"]["containers"][0]["resources"] = {"limits": {"memory": "1Gi", "cpu": 2}}
+    template["spec"]["nodeSelector"] = {"disk": "ssd"}
     original = copy.deepcopy(template)
+    template["spec"]["futurePodField"] = {"nested": [1, "two", {"three": 3.5}]}
 
     create(crd_installed, kube, namespace, body)
     stored = kube.get(crd_installed, "verbatim", namespace=namespace).to_dict()
@@ -341,7 +345,7 @@ def test_deployment_runs_the_operator_as_non_root(kube: Client, installed: list[
     pod_spec = deployment.spec.template.spec
     [container] = pod_spec.containers
     assert pod_spec.serviceAccountName == "tfjob-operator"
-    assert container.image == "tfjob:latest"
+    assert container.image == "tfjob"  # kustomization.yaml's `images:` pins the version
     assert container.args[0] == "operator"
     assert {p.name: p.containerPort for p in container.ports} == {"metrics": 8080, "health": 8081}
     assert "--metrics-port=8080" in container.args and "--health-port=8081" in container.args
@@ -454,6 +458,50 @@ def test_operator_identity_can_do_its_job(
     with pytest.raises(ApiError) as elsewhere:
         ops.create(Lease(metadata=ObjectMeta(name="tfjob-operator")), namespace=namespace)
     assert elsewhere.value.status.code == 403
+
+
+def test_operator_identity_has_no_grant_the_operator_does_not_use(
+    operator_client: Client, kube: Client, crd_installed: Any, namespace: str
+) -> None:
+    """The operator never patches pods or services, never writes a TFJob's spec or
+    metadata, and records Events through the core API only: none of that is granted."""
+    kube.create(
+        Pod(
+            metadata=ObjectMeta(name="worker-0"),
+            spec={"containers": [{"name": "tensorflow", "image": "tf"}]},  # type: ignore[arg-type]
+        ),
+        namespace=namespace,
+    )
+    create(crd_installed, kube, namespace, tfjob("mine"))
+    label = {"metadata": {"labels": {"touched": "yes"}}}
+    for attempt in (
+        lambda: operator_client.patch(
+            Pod, "worker-0", label, namespace=namespace, patch_type=PatchType.MERGE
+        ),
+        lambda: operator_client.patch(
+            crd_installed, "mine", label, namespace=namespace, patch_type=PatchType.MERGE
+        ),
+        lambda: operator_client.replace(
+            operator_client.get(crd_installed, "mine", namespace=namespace)
+        ),
+        lambda: operator_client.create(
+            EventsV1Event.from_dict(
+                {
+                    "metadata": {"name": "mine.1"},
+                    "eventTime": "2026-01-01T00:00:00.000000Z",
+                    "reportingController": "tfjob-operator",
+                    "reportingInstance": "tfjob-operator",
+                    "action": "Create",
+                    "reason": "SuccessfulCreatePod",
+                    "type": "Normal",
+                }
+            ),
+            namespace=namespace,
+        ),
+    ):
+        with pytest.raises(ApiError) as refused:
+            attempt()
+        assert refused.value.status.code == 403, refused.value.status
 
 
 def test_operator_identity_cannot_read_secrets(

@@ -3,8 +3,9 @@
 The operator's Kubernetes behaviour is only worth testing against the real API server:
 its validation, defaulting, CEL rules, RBAC, the status subresource and watch semantics
 are what users get, and fakes drift from them. So, like controller-runtime's envtest,
-this module starts a real etcd and a real kube-apiserver as child processes. There is
-no kubelet, scheduler or controller-manager (see ``tests/support/kubelet.py``).
+this module starts a real etcd and a real kube-apiserver as child processes. On its
+own it has no kubelet, scheduler or controller-manager (see ``tests/support/kubelet.py``);
+``tests/support/cluster.py`` adds kube-scheduler, kube-controller-manager and kwok.
 
 Binaries come from, in order: ``TEST_ASSET_KUBE_APISERVER`` / ``TEST_ASSET_ETCD``,
 ``KUBEBUILDER_ASSETS``, or ``tools/envtest/build.sh`` (which builds them from Go modules
@@ -43,6 +44,9 @@ BUILD_SCRIPT = REPO_ROOT / "tools" / "envtest" / "build.sh"
 #: The identity the operator runs as in-cluster (manifests/base/service-account.yaml).
 OPERATOR_USER = "system:serviceaccount:tfjob-system:tfjob-operator"
 OPERATOR_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:tfjob-system")
+
+#: Feature gates of native gang scheduling, for the API server and kube-scheduler.
+GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
 
 _PR_SET_PDEATHSIG = 1
 _START_ATTEMPTS = 3
@@ -612,9 +616,16 @@ class ControlPlane:
             "--authorization-mode=RBAC",
             f"--token-auth-file={tokens}",
             # No controller-manager mints ServiceAccount tokens here, so the admission
-            # plugin that insists on them would refuse every pod.
-            "--disable-admission-plugins=ServiceAccount",
+            # plugin that insists on them would refuse every pod. TaintNodesByCondition
+            # would give every new Node a not-ready:NoSchedule taint that, with no
+            # node-lifecycle controller, nothing removes (kwok nodes, tests/support/
+            # cluster.py).
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--allow-privileged=true",
+            # Native gang scheduling (the Workload and PodGroup API, alpha in 1.36);
+            # kube-scheduler runs with the same gates (tests/support/cluster.py).
+            f"--feature-gates={GANG_FEATURE_GATES}",
+            "--runtime-config=scheduling.k8s.io/v1alpha2=true",
         ]
         if not has_default_route():
             # Without a default route the apiserver cannot pick an advertise address

@@ -52,7 +52,9 @@ cache_dir="${cache_root}/${k8s_version}-${etcd_version}"
 # "etcd Version: 3.6.14" first. A binary built without the version ldflags reports
 # v0.0.0 and is rebuilt rather than trusted.
 apiserver_ok() { [[ -x "$1" ]] && [[ "$("$1" --version 2>/dev/null)" == "Kubernetes ${k8s_version}" ]]; }
-etcd_ok() { [[ -x "$1" ]] && "$1" --version 2>/dev/null | head -n1 | grep -qx "etcd Version: ${etcd_version#v}"; }
+# (Outputs are read whole, not piped into head/grep -q: with pipefail an early exit of
+# the reader can SIGPIPE the binary and fail the check at random.)
+etcd_ok() { [[ -x "$1" ]] && [[ "$("$1" --version 2>/dev/null)" == "etcd Version: ${etcd_version#v}"* ]]; }
 present() { [[ -x "$1" ]]; }
 
 apiserver="" etcd=""
@@ -172,7 +174,7 @@ k8s_ld() {
 k8s_tool_ok() {
     [[ -x "$1" ]] || return 1
     case "$(basename "$1")" in
-        kubectl) "$1" version --client 2>/dev/null | grep -qx "Client Version: ${k8s_version}" ;;
+        kubectl) [[ "$("$1" version --client 2>/dev/null)" == *"Client Version: ${k8s_version}"* ]] ;;
         *) [[ "$("$1" --version 2>/dev/null)" == "Kubernetes ${k8s_version}" ]] ;;
     esac
 }

@@ -1,8 +1,9 @@
 """Turn YAML or JSON text into typed TFJobs, or one error listing every problem.
 
 Parsing is pure: the caller reads the file. Every document is checked for kind and
-apiVersion, decoded into the typed model, and validated; nothing is returned unless
-all documents are valid, so a runtime never starts half of a bad file.
+apiVersion, decoded into the typed model and validated, then checked as the API server
+admits a TFJob (tfjob.api.admission: the CRD's schema and CEL rules); nothing is
+returned unless all documents are valid, so a runtime never starts half of a bad file.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from tfjob.api import admission
 from tfjob.api import constants as c
 from tfjob.api.errors import FieldError, InvalidJob
 from tfjob.api.types import ReplicaSpec, TFJob
@@ -70,9 +72,8 @@ def load_jobs(text: str, source: str, *, require_image: bool = True) -> list[TFJ
     errors: list[FieldError] = []
     for index, document in enumerate(documents):
         prefix = _doc_path(index, len(documents), "")
-        job, doc_errors = _decode(document)
+        job, doc_errors = _admit(document, require_image=require_image)
         if job is not None:
-            doc_errors += validate(job, require_image=require_image)
             jobs.append(job)
         errors += [FieldError(prefix + e.path, e.message, e.fix) for e in doc_errors]
     if errors:
@@ -86,6 +87,25 @@ def decode_job(document: dict[str, Any]) -> TFJob:
     if job is None:
         raise InvalidJob(str(document.get("metadata", {}).get("name", "TFJob")), errors)
     return job
+
+
+def _admit(
+    document: dict[str, Any], *, require_image: bool
+) -> tuple[TFJob | None, list[FieldError]]:
+    """Our own checks first (their messages are the most specific), then everything
+    else the API server would refuse (the CRD's schema and rules, a superset)."""
+    job, errors = _decode(document)
+    if job is not None:
+        errors = validate(job, require_image=require_image)
+    if errors and not _check_header(document):
+        # Add what only the schema sees (wrong types deep in a template, unknown
+        # fields), not the rules' restatements of what we already said.
+        seen = {e.path for e in errors}
+        extra = admission.check(document, require_image=require_image, rules=False)
+        errors += [e for e in extra if e.path not in seen]
+    elif not errors:
+        errors = admission.check(document, require_image=require_image)
+    return (None, errors) if errors else (job, [])
 
 
 def _decode(document: dict[str, Any]) -> tuple[TFJob | None, list[FieldError]]:

@@ -13,6 +13,7 @@ import msgspec
 from tfjob.api import constants as c
 from tfjob.api.names import is_chief_or_master, label_value, object_name, replica_key
 from tfjob.api.types import TFJob
+from tfjob.core import gang
 from tfjob.core.plan import Event
 from tfjob.core.settings import Settings
 from tfjob.core.tfconfig import TFConfigs
@@ -65,6 +66,7 @@ class PodFactory:
 
     def __init__(self, job: TFJob, settings: Settings) -> None:
         self._job = job
+        self._gang_scheduler = settings.gang_scheduler_name
         self.tf_configs = TFConfigs(job, settings)
         self._templates = {
             rtype: msgspec.json.encode(spec.template)
@@ -98,7 +100,8 @@ class PodFactory:
         config = self.tf_configs.for_replica(replica_type, index)
         if config is not None:
             _append_env(pod_spec, {"name": "TF_CONFIG", "value": config})
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+        return gang.decorate_pod(pod, job, replica_type, self._gang_scheduler)
 
 
 def desired_pod(job: TFJob, replica_type: str, index: int, settings: Settings) -> dict[str, Any]:
@@ -159,11 +162,13 @@ def _tensorflow_ports(job: TFJob, replica_type: str) -> list[dict[str, Any]]:
 
 
 def desired_objects(job: TFJob, settings: Settings) -> list[dict[str, Any]]:
-    """Every pod then every service of a defaulted job, in replica-type order."""
+    """The gang-scheduling group objects (if on), then every pod, then every service of
+    a defaulted job, in replica-type order."""
+    groups = gang.group_objects(job, settings.gang_scheduler_name)
     pods, services = [], []
     factory = PodFactory(job, settings)
     for rtype, spec in sorted(job.spec.tf_replica_specs.items()):
         for index in range(spec.replicas or 0):
             pods.append(factory.pod(rtype, index))
             services.append(desired_service(job, rtype, index))
-    return pods + services
+    return groups + pods + services

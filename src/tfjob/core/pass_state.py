@@ -9,6 +9,7 @@ import copy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
+from typing import Any
 
 from tfjob.api import constants as c
 from tfjob.api.names import replica_key
@@ -41,6 +42,10 @@ class Pass:
     events: list[Event] = field(default_factory=list)
     status_first: bool = False
     requeue_after: float | None = None
+    # Gang scheduling: the job's group objects as observed, and whether pod creation
+    # waits for the scheduler to admit the group (Volcano).
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    hold_pods: bool = False
 
     @classmethod
     def start(

@@ -76,7 +76,44 @@ class DeleteJob(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     """Delete the TFJob itself (TTL after finishing)."""
 
 
-Action = CreatePod | DeletePod | CreateService | DeleteService | DeleteJob
+class GroupKind(msgspec.Struct, frozen=True):
+    """The API of a gang-scheduling group object (tfjob.core.gang): where it lives."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+class CreateGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Create this gang-scheduling group object (a full manifest) before any pod.
+
+    Group actions run one at a time, in plan order: a native Workload must exist
+    before the PodGroup that refers to it.
+    """
+
+    kind: GroupKind
+    manifest: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
+class DeleteGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Delete the job's group object of this kind (a no-op if it is already gone)."""
+
+    kind: GroupKind
+    name: str
+
+
+Action = (
+    CreatePod | DeletePod | CreateService | DeleteService | DeleteJob | CreateGroup | DeleteGroup
+)
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -20,16 +20,27 @@ from tfjob.api.names import object_name
 from tfjob.api.observed import Pod, Service
 from tfjob.api.types import ReplicaStatus, TFJob
 from tfjob.api.validation import validate
-from tfjob.core import conditions
+from tfjob.core import conditions, gang
 from tfjob.core import pods as podlib
 from tfjob.core.cleanup import cleanup_actions, suspend_actions
 from tfjob.core.objects import creation_events, desired_service
 from tfjob.core.pass_state import Pass, parse_time
-from tfjob.core.plan import CreatePod, CreateService, DeletePod, DeleteService, Plan
+from tfjob.core.plan import (
+    CreateGroup,
+    CreatePod,
+    CreateService,
+    DeleteGroup,
+    DeletePod,
+    DeleteService,
+    Plan,
+)
 from tfjob.core.settings import Settings
 from tfjob.core.status import update_job_status
 
 _Obj = TypeVar("_Obj", Pod, Service)
+
+#: While Volcano has not admitted a job's PodGroup, look again this often (seconds).
+GROUP_RECHECK_SECONDS = 1.0
 
 
 def reconcile(
@@ -38,12 +49,15 @@ def reconcile(
     services: Sequence[Service],
     now: datetime,
     settings: Settings,
+    groups: Sequence[dict[str, Any]] = (),
 ) -> Plan:
     """Decide what to do for `job` given the pods and services that exist now.
 
     `job` is the stored object (not defaulted: the core defaults its own copy).
     `pods`/`services` are those labelled for this job; any whose controller owner is
     not this job is ignored, so orphans are never adopted. `now` is timezone-aware UTC.
+    `groups` are the job's gang-scheduling group objects that exist (as read from the
+    API), when gang scheduling is on (`settings.gang_scheduler_name`).
     """
     if _managed_elsewhere(job):
         return Plan(status=job.status)
@@ -51,6 +65,7 @@ def reconcile(
     if errors:
         return reject(job, now, "; ".join(str(e) for e in errors))
     state = Pass.start(with_defaults(job), _owned(job, pods), _owned(job, services), now, settings)
+    state.groups = list(groups)
     _ensure_created(state)
     if conditions.is_finished(state.status):
         _finish(state)
@@ -95,6 +110,7 @@ def _ensure_created(state: Pass) -> None:
 def _finish(state: Pass) -> None:
     """A finished job: clean up by policy, fold active into succeeded, enforce the TTL."""
     state.actions += cleanup_actions(state)
+    _delete_groups(state)
     if conditions.is_true(state.status, c.SUCCEEDED):
         state.status.replica_statuses = {
             rtype: msgspec.structs.replace(rs, succeeded=rs.succeeded + rs.active, active=0)
@@ -119,6 +135,7 @@ def _enforce_ttl(state: Pass) -> None:
 def _suspend(state: Pass) -> None:
     """Suspended (§9.1): no pods, no services, Running=False, Suspended=True."""
     state.actions += suspend_actions(state)
+    _delete_groups(state)
     state.status.replica_statuses = {
         rtype: msgspec.structs.replace(rs, active=0)
         for rtype, rs in state.status.replica_statuses.items()
@@ -141,6 +158,7 @@ def _run(state: Pass) -> None:
     if _past_limits(state):
         _finish(state)
         return
+    _sync_groups(state)
     for rtype in sorted(state.job.spec.tf_replica_specs):
         _reconcile_pods(state, rtype)
         _reconcile_services(state, rtype)
@@ -149,7 +167,9 @@ def _run(state: Pass) -> None:
     update_job_status(state)
     if conditions.is_finished(state.status):
         # (better) Do not create what the finished job no longer needs; clean up now.
-        state.actions = [a for a in state.actions if not isinstance(a, CreatePod | CreateService)]
+        state.actions = [
+            a for a in state.actions if not isinstance(a, CreatePod | CreateService | CreateGroup)
+        ]
         _finish(state)
     else:
         _arm_deadline(state)
@@ -219,7 +239,7 @@ def _reconcile_pods(state: Pass, rtype: str) -> None:
     replicas = spec.replicas or 0
     counts = ReplicaStatus()
     for index, group in enumerate(podlib.slots(podlib.pods_of_type(state.pods, rtype), replicas)):
-        if not group and index < replicas:
+        if not group and index < replicas and not state.hold_pods:
             state.actions.append(
                 CreatePod.rendered_by(
                     state.pod_factory.pod,
@@ -229,6 +249,9 @@ def _reconcile_pods(state: Pass, rtype: str) -> None:
                 )
             )
             state.events += creation_events(state.job, rtype)
+            warning = gang.scheduler_warning(state.job, state.settings.gang_scheduler_name)
+            if warning is not None:
+                state.events.append(warning)
         elif len(group) == 1:
             _reconcile_pod(state, rtype, index, group[0], counts)
     state.status.replica_statuses[rtype] = counts
@@ -291,3 +314,33 @@ def _reconcile_services(state: Pass, rtype: str) -> None:
     for index, name in sorted(present.items()):
         if index >= replicas:
             state.actions.append(DeleteService(replica_type=rtype, name=name))
+
+
+def _observed_group(state: Pass, api_version: str, kind: str) -> dict[str, Any] | None:
+    for group in state.groups:
+        if group.get("apiVersion") == api_version and group.get("kind") == kind:
+            return group
+    return None
+
+
+def _sync_groups(state: Pass) -> None:
+    """Gang scheduling (§8): create the job's missing group objects before its pods;
+    with Volcano, create no pod until Volcano has admitted the group (§8.3)."""
+    scheduler = state.settings.gang_scheduler_name
+    for manifest in gang.group_objects(state.job, scheduler):
+        kind = next(k for k in gang.group_kinds(scheduler) if k.kind == manifest["kind"])
+        observed = _observed_group(state, kind.api_version, kind.kind)
+        if observed is None:
+            state.actions.append(CreateGroup(kind=kind, manifest=manifest))
+        if gang.holds_pods(scheduler) and (observed is None or not gang.admitted(observed)):
+            state.hold_pods = True
+            state.requeue_at(state.now + timedelta(seconds=GROUP_RECHECK_SECONDS))
+
+
+def _delete_groups(state: Pass) -> None:
+    """A finished or suspended job gives its group objects back (§8.5), newest first."""
+    for kind in reversed(gang.group_kinds(state.settings.gang_scheduler_name)):
+        observed = _observed_group(state, kind.api_version, kind.kind)
+        # Not again while it goes (a native PodGroup waits on its finalizer).
+        if observed is not None and not (observed.get("metadata") or {}).get("deletionTimestamp"):
+            state.actions.append(DeleteGroup(kind=kind, name=state.job.metadata.name))

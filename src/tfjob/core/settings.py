@@ -21,3 +21,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Whether every container must name an image. The local runtime runs commands,
     # not images, so it turns this off; on Kubernetes an image is required.
     require_image: bool = True
+    # Gang scheduling (tfjob.core.gang): the gang scheduler's name, "" for off.
+    # "default-scheduler" is native Kubernetes, "volcano" Volcano, "kube-batch"
+    # kube-batch, any other name a scheduler-plugins scheduler of that name.
+    gang_scheduler_name: str = ""

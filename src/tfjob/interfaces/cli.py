@@ -17,6 +17,11 @@ from tfjob import __version__
 COMMANDS = {
     "run": ("run_command", "Run a TFJob on this machine, one process group per replica."),
     "render": ("render_command", "Print the pods and services the operator would create."),
+    "submit": ("submit_command", "Create a TFJob on the cluster; --follow shows it as run does."),
+    "get": ("get_command", "Show TFJobs on the cluster, or one with replicas and events."),
+    "logs": ("logs_command", "Print or follow the output of a TFJob's replicas."),
+    "wait": ("wait_command", "Wait until a TFJob on the cluster finishes."),
+    "delete": ("delete_command", "Delete a TFJob from the cluster."),
     "operator": ("operator_command", "Run the Kubernetes operator (the TFJob controller)."),
 }
 

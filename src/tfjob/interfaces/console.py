@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import IO, TYPE_CHECKING
 
 from tfjob.core.plan import Event
-from tfjob.runtimes.local.observer import ReplicaView
+from tfjob.core.progress import ReplicaView
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import click
 
+from tfjob.api import admission
 from tfjob.api.errors import FieldError, InvalidJob
 from tfjob.api.load import load_jobs
 from tfjob.api.types import TFJob
@@ -34,6 +35,7 @@ def read_jobs(path: Path, *, require_image: bool) -> list[TFJob]:
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) else "not a text file"
         raise BadInput(f"cannot read {path}: {reason}") from None
+    admission.cache_rule_parser()
     try:
         return load_jobs(text, str(path), require_image=require_image)
     except InvalidJob as error:

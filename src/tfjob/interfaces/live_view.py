@@ -1,8 +1,9 @@
-"""The live status table `tfjob run` shows on a terminal: one row per replica.
+"""The status table of a job's replicas, one row per pod: live at the bottom of the
+terminal while `tfjob run` or `tfjob submit --follow` runs, once in `tfjob get NAME`.
 
-Drawn by rich's Live, refreshed once a second (for the Elapsed column) on rich's own
-thread; only ever used when stdout is a terminal, so logs piped to a file or another
-program never contain it.
+The live view is drawn by rich's Live, refreshed once a second (for the Elapsed
+column) on rich's own thread; only ever used when stdout is a terminal, so logs piped
+to a file or another program never contain it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from tfjob.runtimes.local.observer import ReplicaView
+from tfjob.core.progress import ReplicaView
 
 _HEADER = ("REPLICA", "POD", "PHASE", "RESTARTS", "ELAPSED")
 _PHASE_STYLE = {
@@ -52,30 +53,33 @@ class LiveView:
         self._live.refresh()
 
     def _table(self) -> Text:
-        """The table as styled text laid out by hand, like `kubectl get pods`: a rich
-        Table costs about ten times as much to draw, every second."""
-        now = datetime.now(UTC)
-        rows = [
-            (
-                view.replica,
-                view.pod_name,
-                "Terminating" if view.terminating else view.phase,
-                str(view.restarts),
-                _elapsed(view.started_at, now),
-            )
-            for view in sorted(self._replicas, key=lambda v: v.pod_name)
-        ]
-        widths = [max(len(row[i]) for row in [_HEADER, *rows]) for i in range(len(_HEADER))]
-        title = f"TFJob {self._job_name}" + (f": {self._state}" if self._state else "")
-        text = Text()
-        text.append(title + "\n", style="bold")
-        for number, row in enumerate([_HEADER, *rows]):
-            for column, cell in enumerate(row):
-                style = "dim" if number == 0 else _PHASE_STYLE.get(cell, "") if column == 2 else ""
-                text.append(cell.ljust(widths[column] + 2), style=style)
-            text.append("\n")
-        text.rstrip()
-        return text
+        return replica_table(self._job_name, self._state, self._replicas, datetime.now(UTC))
+
+
+def replica_table(job_name: str, state: str, replicas: list[ReplicaView], now: datetime) -> Text:
+    """The table as styled text laid out by hand, like `kubectl get pods`: a rich
+    Table costs about ten times as much to draw, every second."""
+    rows = [
+        (
+            view.replica,
+            view.pod_name,
+            "Terminating" if view.terminating else view.phase,
+            str(view.restarts),
+            _elapsed(view.started_at, now),
+        )
+        for view in sorted(replicas, key=lambda v: v.pod_name)
+    ]
+    widths = [max(len(row[i]) for row in [_HEADER, *rows]) for i in range(len(_HEADER))]
+    title = f"TFJob {job_name}" + (f": {state}" if state else "")
+    text = Text()
+    text.append(title + "\n", style="bold")
+    for number, row in enumerate([_HEADER, *rows]):
+        for column, cell in enumerate(row):
+            style = "dim" if number == 0 else _PHASE_STYLE.get(cell, "") if column == 2 else ""
+            text.append(cell.ljust(widths[column] + 2), style=style)
+        text.append("\n")
+    text.rstrip()
+    return text
 
 
 def _elapsed(started: datetime | None, now: datetime) -> str:

@@ -1,18 +1,136 @@
 """`tfjob operator`: run the TFJob operator against a Kubernetes cluster.
 
-Flags follow upstream's operator where one exists (namespace, metrics and health
-ports, leader election, CUSTOM_CLUSTER_DOMAIN, KUBEFLOW_NAMESPACE), so a Deployment
-written for training-operator needs few changes.
+Kubeflow's training-operator flags are accepted under their own names
+(`--metrics-bind-address`, `--health-probe-bind-address`, `--controller-threads`,
+`--enable-scheme`, `--leader-elect[=true|false]`, `--zap-log-level`, ...) beside
+tfjob's shorter ones, so a Deployment written for Kubeflow's operator starts tfjob
+unchanged. Flags that only make sense there (its webhook, PyTorch and MPI settings)
+are accepted and ignored with a warning rather than failing the pod.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 import click
+import structlog
+from click.core import ParameterSource
 
 from tfjob.runtimes.kubernetes import logs
 from tfjob.runtimes.kubernetes.operator import OperatorOptions, run
+
+COMMAND_LINE = ParameterSource.COMMANDLINE
+DEFAULT = ParameterSource.DEFAULT
+
+#: Job kinds Kubeflow's operator runs; tfjob runs only the first.
+SCHEME = "tfjob"
+KUBEFLOW_SCHEMES = ("pytorchjob", "xgboostjob", "mpijob", "paddlejob", "jaxjob", "mxjob")
+
+#: Kubeflow's flags that configure parts tfjob does not have (its admission webhook,
+#: other frameworks' init containers, zap's development mode): accepted, ignored.
+IGNORED_KUBEFLOW_FLAGS = (
+    "webhook-server-port",
+    "webhook-service-name",
+    "webhook-secret-name",
+    "pytorch-init-container-image",
+    "pytorch-init-container-template-file",
+    "pytorch-init-container-max-tries",
+    "mpi-kubectl-delivery-image",
+    "zap-devel",
+    "zap-stacktrace-level",
+    "zap-time-encoding",
+)
+
+# zap's level names (and its numeric verbosity, where -1 is debug) to ours.
+_ZAP_LEVELS = {
+    "debug": "debug",
+    "info": "info",
+    "warn": "warning",
+    "error": "error",
+    "dpanic": "error",
+    "panic": "error",
+    "fatal": "error",
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one HTTP endpoint listens: `host` None means "tfjob's --bind-address"."""
+
+    host: str | None
+    port: int  # -1: disabled
+
+
+def parse_bind_address(value: str, flag: str) -> Endpoint:
+    """Go's listen-address form: `:8080`, `127.0.0.1:8080`, `[::1]:8080`, or `0` (off)."""
+    if value == "0":
+        return Endpoint(None, -1)
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(
+            f"{value!r} is not HOST:PORT (e.g. ':8080' or '127.0.0.1:8080'; '0' turns it off)",
+            param_hint=flag,
+        )
+    host = host.removeprefix("[").removesuffix("]")
+    return Endpoint(host or "0.0.0.0", int(port))
+
+
+def check_schemes(schemes: tuple[str, ...]) -> None:
+    """`--enable-scheme` may only name tfjob: the other kinds stay with Kubeflow."""
+    for scheme in schemes:
+        name = scheme.lower()
+        if name == SCHEME:
+            continue
+        if name in KUBEFLOW_SCHEMES:
+            raise click.BadParameter(
+                f"{scheme!r}: tfjob runs only TFJobs. Keep Kubeflow's training-operator "
+                f"for {scheme} (run it with --enable-scheme for those kinds only) and "
+                "give tfjob --enable-scheme=tfjob, or leave the flag out.",
+                param_hint="--enable-scheme",
+            )
+        raise click.BadParameter(
+            f"unknown scheme {scheme!r}; the only one tfjob runs is 'tfjob'",
+            param_hint="--enable-scheme",
+        )
+
+
+def zap_level(value: str) -> str:
+    """Kubeflow's `--zap-log-level` (debug, info, error, or a number) as a log level."""
+    if value.lower() in _ZAP_LEVELS:
+        return _ZAP_LEVELS[value.lower()]
+    try:
+        number = int(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a level (debug, info, warn, error, panic, or an integer)",
+            param_hint="--zap-log-level",
+        ) from None
+    return "debug" if number > 0 else "info"  # zap: > 0 is a debug verbosity
+
+
+def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, Endpoint, Endpoint]:
+    """The one bind host and the two ports, from either flag family."""
+    metrics = Endpoint(None, params["metrics_port"])
+    health = Endpoint(None, params["health_port"])
+    if params["metrics_bind_address"] is not None:
+        metrics = parse_bind_address(params["metrics_bind_address"], "--metrics-bind-address")
+    if params["health_probe_bind_address"] is not None:
+        health = parse_bind_address(
+            params["health_probe_bind_address"], "--health-probe-bind-address"
+        )
+    hosts = {e.host for e in (metrics, health) if e.host is not None and e.port >= 0}
+    explicit = ctx.get_parameter_source("bind_address") is not DEFAULT
+    if explicit:
+        hosts.add(params["bind_address"])
+    if len(hosts) > 1:
+        raise click.UsageError(
+            "the metrics and health endpoints listen on one host in tfjob, but the flags "
+            f"name {sorted(hosts)}: give both bind addresses the same host"
+        )
+    host = hosts.pop() if hosts else params["bind_address"]
+    return host, metrics, health
 
 
 @click.command("operator")
@@ -28,6 +146,8 @@ from tfjob.runtimes.kubernetes.operator import OperatorOptions, run
 )
 @click.option(
     "--workers",
+    "--controller-threads",
+    "workers",
     type=click.IntRange(min=1),
     default=4,
     show_default=True,
@@ -47,11 +167,21 @@ from tfjob.runtimes.kubernetes.operator import OperatorOptions, run
     help="Port of /metrics (-1 disables it).",
 )
 @click.option(
+    "--metrics-bind-address",
+    metavar="HOST:PORT",
+    help="Kubeflow's form of --bind-address/--metrics-port, e.g. ':8080' ('0' disables).",
+)
+@click.option(
     "--health-port",
     type=int,
     default=8081,
     show_default=True,
     help="Port of /healthz and /readyz (-1 disables them).",
+)
+@click.option(
+    "--health-probe-bind-address",
+    metavar="HOST:PORT",
+    help="Kubeflow's form of --bind-address/--health-port, e.g. ':8081' ('0' disables).",
 )
 @click.option(
     "--bind-address",
@@ -60,11 +190,23 @@ from tfjob.runtimes.kubernetes.operator import OperatorOptions, run
     help="Address the metrics and health endpoints listen on.",
 )
 @click.option(
-    "--leader-elect/--no-leader-elect",
+    "--enable-scheme",
+    "enable_scheme",
+    multiple=True,
+    metavar="tfjob",
+    help="Kubeflow's job-kind selector; tfjob accepts only 'tfjob' (the default).",
+)
+@click.option(
+    "--leader-elect",
+    type=click.BOOL,
+    metavar="[=BOOL]",
+    is_flag=False,
+    flag_value=True,
     default=False,
     show_default=True,
-    help="Hold a Lease so that only one replica reconciles.",
+    help="Hold a Lease so that only one replica reconciles (also --leader-elect=false).",
 )
+@click.option("--no-leader-elect", "no_leader_elect", is_flag=True, hidden=True)
 @click.option(
     "--leader-election-namespace",
     default="",
@@ -89,40 +231,80 @@ from tfjob.runtimes.kubernetes.operator import OperatorOptions, run
     help="Requests allowed at once above --kube-api-qps (0: the QPS).",
 )
 @click.option(
+    "--gang-scheduler-name",
+    default="",
+    help="Gang-schedule every job with this scheduler: default-scheduler (native "
+    "Kubernetes 1.36+ Workload/PodGroup), volcano, kube-batch, or the name of a "
+    "scheduler-plugins scheduler. Default: off.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
     show_default=True,
 )
-def command(
-    kubeconfig: str | None,
-    namespace: str | None,
-    workers: int,
-    cluster_domain: str,
-    metrics_port: int,
-    health_port: int,
-    bind_address: str,
-    leader_elect: bool,
-    leader_election_namespace: str,
-    leader_election_id: str,
-    kube_api_qps: float,
-    kube_api_burst: int,
-    log_level: str,
-) -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default=None,
+    help="Log lines as text or one JSON object each [default: text on a terminal, else json].",
+)
+@click.option("--zap-log-level", hidden=True, help="Kubeflow's --log-level.")
+@click.option(
+    "--zap-encoder", type=click.Choice(["json", "console"]), hidden=True, help="Kubeflow's format."
+)
+@click.pass_context
+def command(ctx: click.Context, /, **params: Any) -> None:
     """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
-    logs.configure(log_level)
-    options = OperatorOptions(
-        kubeconfig=kubeconfig,
-        namespace=namespace or None,
-        workers=workers,
-        cluster_domain=cluster_domain,
-        metrics_port=metrics_port,
-        health_port=health_port,
-        bind_host=bind_address,
-        leader_elect=leader_elect,
-        lease_namespace=leader_election_namespace,
-        lease_name=leader_election_id,
-        kube_api_qps=kube_api_qps,
-        kube_api_burst=kube_api_burst,
-    )
+    options, level, fmt = translate(ctx, params)
+    logs.configure(level, fmt)
+    _warn_ignored(ctx)
     sys.exit(run(options))
+
+
+def translate(
+    ctx: click.Context, params: dict[str, Any]
+) -> tuple[OperatorOptions, str, str | None]:
+    """The command line (either flag family) as operator options, log level and format."""
+    check_schemes(params["enable_scheme"])
+    host, metrics, health = resolve_endpoints(ctx, params)
+    level = params["log_level"]
+    if params["zap_log_level"] is not None:
+        level = zap_level(params["zap_log_level"])
+    fmt = params["log_format"]
+    if fmt is None and params["zap_encoder"] is not None:
+        fmt = "json" if params["zap_encoder"] == "json" else "text"
+    options = OperatorOptions(
+        kubeconfig=params["kubeconfig"],
+        namespace=params["namespace"] or None,
+        workers=params["workers"],
+        cluster_domain=params["cluster_domain"],
+        metrics_port=metrics.port,
+        health_port=health.port,
+        bind_host=host,
+        leader_elect=bool(params["leader_elect"]) and not params["no_leader_elect"],
+        lease_namespace=params["leader_election_namespace"],
+        lease_name=params["leader_election_id"],
+        kube_api_qps=params["kube_api_qps"],
+        kube_api_burst=params["kube_api_burst"],
+        gang_scheduler_name=params["gang_scheduler_name"],
+    )
+    return options, level, fmt
+
+
+def _warn_ignored(ctx: click.Context) -> None:
+    given = [
+        f"--{flag}"
+        for flag in IGNORED_KUBEFLOW_FLAGS
+        if ctx.get_parameter_source(flag.replace("-", "_")) is COMMAND_LINE
+    ]
+    if given:
+        structlog.get_logger("tfjob.operator").warning(
+            "ignoring Kubeflow flags tfjob has no use for", flags=given
+        )
+
+
+for _flag in IGNORED_KUBEFLOW_FLAGS:
+    # Go's bool flags (--zap-devel) take an optional =value; the others take one.
+    _extra: dict[str, Any] = {"flag_value": "true"} if _flag == "zap-devel" else {}
+    command.params.append(click.Option([f"--{_flag}"], hidden=True, **_extra))

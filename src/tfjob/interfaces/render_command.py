@@ -26,18 +26,28 @@ DEFAULT_NAMESPACE = "default"
     help="Cluster domain appended to TF_CONFIG host names, as CUSTOM_CLUSTER_DOMAIN "
     "does for the operator (e.g. cluster.local).",
 )
-def command(job_file: Path, namespace: str | None, cluster_domain: str) -> None:
+@click.option(
+    "--gang-scheduler-name",
+    default="",
+    help="As the operator's flag: also print the gang-scheduling group objects and "
+    "decorate the pods for this scheduler (default-scheduler, volcano, kube-batch, or a "
+    "scheduler-plugins scheduler's name).",
+)
+def command(
+    job_file: Path, namespace: str | None, cluster_domain: str, gang_scheduler_name: str
+) -> None:
     """Print the pods and services the operator would create for JOB.yaml.
 
     \b
     A dry run through the same decision core the operator uses: multi-document
-    YAML, for each TFJob in the file first its pods, then its headless services,
+    YAML, for each TFJob in the file first its gang-scheduling group objects (with
+    --gang-scheduler-name), then its pods, then its headless services,
     each in replica-type order (Chief, Evaluator, Master, PS, Worker, then index).
     Nothing is created. The TFJob's uid is unknown until it is created, so the
     ownerReferences name the job but carry an empty uid.
     Exit status 2 on bad input.
     """
-    settings = Settings(cluster_domain=cluster_domain)
+    settings = Settings(cluster_domain=cluster_domain, gang_scheduler_name=gang_scheduler_name)
     documents = [
         obj
         for job in read_jobs(job_file, require_image=True)

@@ -12,15 +12,13 @@ import click
 import msgspec
 import yaml
 
-from tfjob.api import constants as c
-from tfjob.api.types import JobCondition, TFJob, to_dict
+from tfjob.api.types import TFJob, to_dict
 from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput, invalid, read_jobs
+from tfjob.interfaces.outcome import exit_status
 from tfjob.runtimes.local import preflight
 from tfjob.runtimes.local.run import LocalRun, RunOptions
 
-EXIT_SUCCEEDED = 0
-EXIT_FAILED = 1
 # A run stopped by a signal exits as a shell reports a process killed by it: 128 + N.
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -149,21 +147,7 @@ async def _run(job: TFJob, options: RunOptions, console: RunConsole) -> tuple[TF
 def _exit_status(job: TFJob, stopped_by: int | None) -> int:
     if stopped_by is not None:
         return 128 + stopped_by
-    failed = _true_condition(job, c.FAILED)
-    if failed is not None:
-        click.echo(f"tfjob: {job.metadata.name} failed: {failed.message}", err=True)
-        return EXIT_FAILED
-    if _true_condition(job, c.SUCCEEDED) is None:
-        click.echo(f"tfjob: {job.metadata.name} ended without succeeding", err=True)
-        return EXIT_FAILED
-    return EXIT_SUCCEEDED
-
-
-def _true_condition(job: TFJob, condition_type: str) -> JobCondition | None:
-    return next(
-        (k for k in job.status.conditions if k.type == condition_type and k.status == "True"),
-        None,
-    )
+    return exit_status(job.metadata.name, job.status.conditions)
 
 
 def _default_run_dir(job_name: str) -> Path:

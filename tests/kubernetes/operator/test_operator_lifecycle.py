@@ -1,6 +1,11 @@
 """A TFJob's life as a user watches it: Running, Succeeded, Failed, restarts,
-clean-up, deadlines, TTL, suspend/resume and managedBy. FakeKubelet plays the kubelet;
-everything else (API server, watches, the operator process) is real.
+clean-up, deletion, deadlines, TTL, suspend/resume and managedBy.
+
+On the test cluster (tests/support/cluster.py): kube-scheduler binds the pods to a
+kwok node, kwok runs them and ends each one with the exit code the test asks for
+(``_end``), and the garbage collector removes what a deleted job owned. Only the
+restart test, which needs a replacement pod held Pending, plays the kubelet itself
+(FakeKubelet, with no node to bind to).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.kubernetes.operator.cluster import Jobs, Operators, RunningOperator, replica, wait_for
+from tests.support.cluster import EXIT_CODE_ANNOTATION, REASON_ANNOTATION, Nodes
 from tests.support.kubelet import FakeKubelet
 
 
@@ -29,11 +35,41 @@ def _run_all(kubelet: FakeKubelet, jobs: Jobs, names: set[str]) -> None:
         kubelet.run(jobs.namespace, name)
 
 
+@pytest.fixture
+def room(nodes: Nodes) -> Nodes:
+    """One kwok node with room for every pod of these tests."""
+    nodes.add(1)
+    return nodes
+
+
+def _running(jobs: Jobs, names: set[str]) -> None:
+    """Until exactly these pods exist, each bound by the scheduler and Running on kwok."""
+
+    def all_running() -> bool:
+        pods = jobs.wait_pods(names)
+        return all(
+            p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") == "Running"
+            for p in pods.values()
+        )
+
+    wait_for(all_running, message=f"pods {sorted(names)} bound and Running")
+
+
+def _end(jobs: Jobs, name: str, exit_code: int, reason: str = "") -> None:
+    """Have kwok end the pod's containers with this exit code (and reason)."""
+    from lightkube.resources.core_v1 import Pod
+
+    annotations = {EXIT_CODE_ANNOTATION: str(exit_code)}
+    if reason:
+        annotations[REASON_ANNOTATION] = reason
+    jobs.kube.patch(Pod, name, {"metadata": {"annotations": annotations}}, namespace=jobs.namespace)
+
+
 def test_a_job_whose_pods_run_is_running(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+    operator: RunningOperator, jobs: Jobs, room: Nodes
 ) -> None:
     jobs.create("run", {"Worker": replica(2), "PS": replica(1)})
-    _run_all(kubelet, jobs, {"run-worker-0", "run-worker-1", "run-ps-0"})
+    _running(jobs, {"run-worker-0", "run-worker-1", "run-ps-0"})
     running = jobs.wait_condition("run", "Running")
     assert running["reason"] == "TFJobRunning"
     assert running["message"] == f"TFJob {jobs.namespace}/run is running."
@@ -44,16 +80,14 @@ def test_a_job_whose_pods_run_is_running(
     )
 
 
-def test_the_chief_decides_success(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
-) -> None:
+def test_the_chief_decides_success(operator: RunningOperator, jobs: Jobs, room: Nodes) -> None:
     jobs.create("chief", {"Chief": replica(1), "Worker": replica(2)})
-    _run_all(kubelet, jobs, {"chief-chief-0", "chief-worker-0", "chief-worker-1"})
+    _running(jobs, {"chief-chief-0", "chief-worker-0", "chief-worker-1"})
     jobs.wait_condition("chief", "Running")
-    kubelet.succeed(jobs.namespace, "chief-worker-0")  # a worker finishing decides nothing
+    _end(jobs, "chief-worker-0", 0)  # a worker finishing decides nothing
     time.sleep(0.5)
     assert jobs.condition("chief", "Succeeded") is None
-    kubelet.succeed(jobs.namespace, "chief-chief-0")
+    _end(jobs, "chief-chief-0", 0)
     done = jobs.wait_condition("chief", "Succeeded")
     assert done["message"] == f"TFJob {jobs.namespace}/chief successfully completed."
     conditions = jobs.conditions("chief")
@@ -63,38 +97,38 @@ def test_the_chief_decides_success(
 
 
 def test_without_a_chief_worker_0_decides_success(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+    operator: RunningOperator, jobs: Jobs, room: Nodes
 ) -> None:
     jobs.create("w0", {"Worker": replica(3)})
-    _run_all(kubelet, jobs, {"w0-worker-0", "w0-worker-1", "w0-worker-2"})
+    _running(jobs, {"w0-worker-0", "w0-worker-1", "w0-worker-2"})
     jobs.wait_condition("w0", "Running")
-    kubelet.succeed(jobs.namespace, "w0-worker-0")
+    _end(jobs, "w0-worker-0", 0)
     jobs.wait_condition("w0", "Succeeded")
     # Succeeded folds the still-active workers into succeeded
     wait_for(lambda: jobs.status("w0")["replicaStatuses"] == {"Worker": {"succeeded": 3}})
 
 
 def test_all_workers_success_policy_waits_for_every_worker(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+    operator: RunningOperator, jobs: Jobs, room: Nodes
 ) -> None:
     jobs.create("all", {"Worker": replica(2)}, successPolicy="AllWorkers")
-    _run_all(kubelet, jobs, {"all-worker-0", "all-worker-1"})
+    _running(jobs, {"all-worker-0", "all-worker-1"})
     jobs.wait_condition("all", "Running")
-    kubelet.succeed(jobs.namespace, "all-worker-0")
+    _end(jobs, "all-worker-0", 0)
     time.sleep(0.5)
     assert jobs.condition("all", "Succeeded") is None
     assert jobs.condition("all", "Running") is not None
-    kubelet.succeed(jobs.namespace, "all-worker-1")
+    _end(jobs, "all-worker-1", 0)
     jobs.wait_condition("all", "Succeeded")
 
 
 def test_a_failed_replica_under_never_fails_the_job_with_its_exit_code(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+    operator: RunningOperator, jobs: Jobs, room: Nodes
 ) -> None:
     jobs.create("never", {"Worker": replica(2)})
-    _run_all(kubelet, jobs, {"never-worker-0", "never-worker-1"})
+    _running(jobs, {"never-worker-0", "never-worker-1"})
     jobs.wait_condition("never", "Running")
-    kubelet.fail(jobs.namespace, "never-worker-1", 3, "Error")
+    _end(jobs, "never-worker-1", 3, "Error")
     failed = jobs.wait_condition("never", "Failed")
     assert failed["reason"] == "TFJobFailed"
     assert failed["message"].startswith(
@@ -142,29 +176,27 @@ def test_exit_code_137_restarts_the_pod_then_the_job_runs_again(
 
 
 def test_exit_code_1_under_exit_code_policy_fails_the_job(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+    operator: RunningOperator, jobs: Jobs, room: Nodes
 ) -> None:
     jobs.create("perm", {"Worker": replica(1, restart_policy="ExitCode")})
-    _run_all(kubelet, jobs, {"perm-worker-0"})
+    _running(jobs, {"perm-worker-0"})
     jobs.wait_condition("perm", "Running")
     uid = _uids(jobs)["perm-worker-0"]
-    kubelet.fail(jobs.namespace, "perm-worker-0", 1)
+    _end(jobs, "perm-worker-0", 1)
     failed = jobs.wait_condition("perm", "Failed")
     assert failed["message"].startswith('job "perm" is failing because "Worker" replica(s) failed.')
     assert "exited with code 1" in failed["message"]
     assert _uids(jobs) == {"perm-worker-0": uid}  # not restarted
 
 
-def test_a_deleted_pod_is_recreated(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
-) -> None:
+def test_a_deleted_pod_is_recreated(operator: RunningOperator, jobs: Jobs, room: Nodes) -> None:
     """Under OnFailure (or ExitCode/Always) a deleted running pod is replaced and the job
     does not fail (#1560, #2124). Under Never a pod seen terminating while Running counts
     as failed, as upstream."""
     from lightkube.resources.core_v1 import Pod
 
     jobs.create("gone", {"Worker": replica(2, restart_policy="OnFailure")})
-    _run_all(kubelet, jobs, {"gone-worker-0", "gone-worker-1"})
+    _running(jobs, {"gone-worker-0", "gone-worker-1"})
     jobs.wait_condition("gone", "Running")
     before = _uids(jobs)
     jobs.kube.delete(Pod, "gone-worker-1", namespace=jobs.namespace)
@@ -179,6 +211,22 @@ def test_a_deleted_pod_is_recreated(
     assert jobs.condition("gone", "Failed") is None
 
 
+def test_deleting_a_running_job_removes_its_pods_and_services(
+    operator: RunningOperator, jobs: Jobs, room: Nodes
+) -> None:
+    """Everything the operator made is owned by the job: the garbage collector (not the
+    operator) deletes it, and kwok lets the running pods go."""
+    names = {"del-worker-0", "del-worker-1", "del-ps-0"}
+    jobs.create("del", {"Worker": replica(2), "PS": replica(1)})
+    _running(jobs, names)
+    jobs.wait_services(names)
+    jobs.wait_condition("del", "Running")
+    jobs.kube.delete(jobs.resource, "del", namespace=jobs.namespace)
+    jobs.wait_pods(set())
+    jobs.wait_services(set())
+    assert jobs.get("del") is None
+
+
 @pytest.mark.parametrize(
     ("policy", "kept"),
     [
@@ -190,7 +238,7 @@ def test_a_deleted_pod_is_recreated(
 def test_clean_pod_policy_after_the_job_ends(
     operator: RunningOperator,
     jobs: Jobs,
-    kubelet: FakeKubelet,
+    room: Nodes,
     policy: str,
     kept: set[str],
 ) -> None:
@@ -198,10 +246,10 @@ def test_clean_pod_policy_after_the_job_ends(
         "clean", {"Worker": replica(2), "PS": replica(1)}, runPolicy={"cleanPodPolicy": policy}
     )
     everything = {"clean-worker-0", "clean-worker-1", "clean-ps-0"}
-    _run_all(kubelet, jobs, everything)
+    _running(jobs, everything)
     jobs.wait_services(everything)
     jobs.wait_condition("clean", "Running")
-    kubelet.succeed(jobs.namespace, "clean-worker-0")
+    _end(jobs, "clean-worker-0", 0)
     jobs.wait_condition("clean", "Succeeded")
     jobs.wait_pods(kept)
     jobs.wait_services(kept)
@@ -210,14 +258,14 @@ def test_clean_pod_policy_after_the_job_ends(
 
 
 def test_active_deadline_fails_the_job_on_time_without_any_other_event(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+    operator: RunningOperator, jobs: Jobs, room: Nodes
 ) -> None:
     jobs.create(
         "deadline",
         {"Worker": replica(1)},
         runPolicy={"activeDeadlineSeconds": 3, "cleanPodPolicy": "None"},
     )
-    _run_all(kubelet, jobs, {"deadline-worker-0"})
+    _running(jobs, {"deadline-worker-0"})
     jobs.wait_condition("deadline", "Running")
     # From here on nothing changes in the cluster: only the operator's own timer can act.
     failed = jobs.wait_condition("deadline", "Failed", timeout=10)
@@ -233,17 +281,20 @@ def test_active_deadline_fails_the_job_on_time_without_any_other_event(
 
 
 def test_ttl_deletes_the_finished_job_on_time(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+    operator: RunningOperator, jobs: Jobs, room: Nodes
 ) -> None:
     jobs.create("ttl", {"Worker": replica(1)}, runPolicy={"ttlSecondsAfterFinished": 2})
-    _run_all(kubelet, jobs, {"ttl-worker-0"})
-    kubelet.succeed(jobs.namespace, "ttl-worker-0")
+    _running(jobs, {"ttl-worker-0"})
+    _end(jobs, "ttl-worker-0", 0)
     jobs.wait_condition("ttl", "Succeeded")
     completed = _parse(jobs.status("ttl")["completionTime"])
     wait_for(lambda: jobs.get("ttl") is None, timeout=10, message="the TFJob deleted")
     gone = datetime.now(UTC)
     assert completed + timedelta(seconds=2) <= gone < completed + timedelta(seconds=4.5)
     wait_for(lambda: "SuccessfulDeleteJob" in jobs.reasons("ttl"))
+    # cleanPodPolicy None kept the pod; the garbage collector takes it with the job.
+    jobs.wait_pods(set())
+    jobs.wait_services(set())
     assert (
         operator.metric(
             "training_operator_jobs_deleted_total",
@@ -255,11 +306,11 @@ def test_ttl_deletes_the_finished_job_on_time(
 
 
 def test_suspend_deletes_the_pods_and_resume_recreates_them(
-    operator: RunningOperator, jobs: Jobs, kubelet: FakeKubelet
+    operator: RunningOperator, jobs: Jobs, room: Nodes
 ) -> None:
     names = {"sus-worker-0", "sus-worker-1"}
     jobs.create("sus", {"Worker": replica(2)})
-    _run_all(kubelet, jobs, names)
+    _running(jobs, names)
     jobs.wait_services(names)
     jobs.wait_condition("sus", "Running")
     started = jobs.status("sus")["startTime"]
@@ -279,10 +330,8 @@ def test_suspend_deletes_the_pods_and_resume_recreates_them(
 
     time.sleep(1.1)  # so the new startTime (second precision) differs
     jobs.patch_spec("sus", {"runPolicy": {"suspend": False}})
-    jobs.wait_pods(names)
     jobs.wait_services(names)
-    for name in sorted(names):
-        kubelet.run(jobs.namespace, name)
+    _running(jobs, names)
     jobs.wait_condition("sus", "Running")
     assert jobs.conditions("sus") == [
         ("Created", "True", "TFJobCreated"),

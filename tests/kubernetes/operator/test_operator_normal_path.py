@@ -1,8 +1,9 @@
-"""Upstream's "Test Normal Path" table (spec §13.1), on a real API server.
+"""Upstream's "Test Normal Path" table, on the test cluster.
 
 What a user sees right after submitting a TFJob: which pods and services appear, with
-which names, labels, owner references and TF_CONFIG, and that the operator creates
-nothing twice.
+which names, labels, owner references and TF_CONFIG, that the operator creates
+nothing twice, and - with a kwok node to run on - that kube-scheduler binds the pods,
+the Services' EndpointSlices list them, and the job runs to its end.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tests.kubernetes.operator.cluster import (
     replica,
     wait_for,
 )
+from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, KwokPods
 
 
 def _env(pod: dict[str, Any]) -> dict[str, str]:
@@ -42,7 +44,21 @@ def _owner(job: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def test_one_worker_gets_one_pod_and_one_service(operator: RunningOperator, jobs: Jobs) -> None:
+def _endpoint_ips(jobs: Jobs, service: str) -> set[str]:
+    """Addresses the EndpointSlice controller lists for one Service."""
+    from lightkube.resources.discovery_v1 import EndpointSlice
+
+    slices = jobs.kube.list(
+        EndpointSlice,
+        namespace=jobs.namespace,
+        labels={"kubernetes.io/service-name": service},
+    )
+    return {a for s in slices for e in s.endpoints or [] for a in e.addresses}
+
+
+def test_one_worker_gets_one_pod_and_one_service(
+    operator: RunningOperator, jobs: Jobs, kwok: KwokPods
+) -> None:
     job = jobs.create("local", {"Worker": replica(1)})
     pods = jobs.wait_pods({"local-worker-0"})
     services = jobs.wait_services({"local-worker-0"})
@@ -61,11 +77,15 @@ def test_one_worker_gets_one_pod_and_one_service(operator: RunningOperator, jobs
     assert services["local-worker-0"]["metadata"]["ownerReferences"] == _owner(job)
     jobs.wait_condition("local", "Created")
     status = wait_for(lambda: jobs.status("local").get("startTime") and jobs.status("local"))
-    assert status["replicaStatuses"] == {"Worker": {}}
+    assert status["replicaStatuses"] in ({"Worker": {}}, {"Worker": {"active": 1}})
+    # The scheduler binds it, kwok runs it, the job is Running.
+    kwok.wait_running(jobs.namespace, 1)
+    jobs.wait_condition("local", "Running")
+    wait_for(lambda: jobs.status("local")["replicaStatuses"] == {"Worker": {"active": 1}})
 
 
 def test_four_workers_and_two_ps_get_six_pods_and_six_services(
-    operator: RunningOperator, jobs: Jobs
+    operator: RunningOperator, jobs: Jobs, kwok: KwokPods
 ) -> None:
     job = jobs.create("dist", {"Worker": replica(4), "PS": replica(2)})
     names = {f"dist-worker-{i}" for i in range(4)} | {"dist-ps-0", "dist-ps-1"}
@@ -103,7 +123,52 @@ def test_four_workers_and_two_ps_get_six_pods_and_six_services(
         assert spec["selector"] == labels
         assert spec["publishNotReadyAddresses"] is True
         assert [(p["name"], p["port"]) for p in spec["ports"]] == [("tfjob-port", 2222)]
-    wait_for(lambda: jobs.status("dist").get("replicaStatuses") == {"PS": {}, "Worker": {}})
+    # On the cluster: every pod bound and Running, every Service resolving to its pod.
+    kwok.wait_running(jobs.namespace, 6)
+    running = jobs.pods()
+    for name in names:
+        ip = running[name]["status"]["podIP"]
+        wait_for(lambda n=name, a=ip: _endpoint_ips(jobs, n) == {a}, message=f"{name} slice")
+    jobs.wait_condition("dist", "Running")
+    wait_for(
+        lambda: (
+            jobs.status("dist").get("replicaStatuses")
+            == {"PS": {"active": 2}, "Worker": {"active": 4}}
+        )
+    )
+
+
+def test_a_distributed_job_runs_to_success(
+    operator: RunningOperator, jobs: Jobs, kwok: KwokPods
+) -> None:
+    """Workers train for a second and exit 0; parameter servers serve until cleaned up.
+
+    AllWorkers: the job waits for both workers (by default worker 0 alone decides, and
+    cleanPodPolicy Running would then delete a worker still finishing)."""
+    workers = replica(2)
+    workers["template"]["metadata"]["annotations"] = {
+        EXIT_CODE_ANNOTATION: "0",
+        RUN_FOR_ANNOTATION: "1s",
+    }
+    jobs.create(
+        "train",
+        {"Worker": workers, "PS": replica(1)},
+        runPolicy={"cleanPodPolicy": "Running"},
+        successPolicy="AllWorkers",
+    )
+    jobs.wait_condition("train", "Running")
+    done = jobs.wait_condition("train", "Succeeded", timeout=30)
+    assert done["message"] == f"TFJob {jobs.namespace}/train successfully completed."
+    # cleanPodPolicy Running: the parameter server is deleted, the workers stay.
+    jobs.wait_pods({"train-worker-0", "train-worker-1"})
+    phases = {n: p["status"]["phase"] for n, p in jobs.pods().items()}
+    assert phases == {"train-worker-0": "Succeeded", "train-worker-1": "Succeeded"}
+    wait_for(
+        lambda: (
+            jobs.status("train")["replicaStatuses"]
+            == {"PS": {"succeeded": 1}, "Worker": {"succeeded": 2}}
+        )
+    )
 
 
 def test_pending_pods_make_nothing_new(operator: RunningOperator, jobs: Jobs) -> None:

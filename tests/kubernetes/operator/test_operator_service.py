@@ -19,12 +19,14 @@ from tests.support.kubelet import FakeKubelet
 def test_an_invalid_job_fails_with_the_field_named_and_others_still_run(
     operator: RunningOperator, jobs: Jobs
 ) -> None:
-    # Passes the CRD schema (templates are free-form) but has no "tensorflow" container.
-    jobs.create("bad", {"Worker": replica(1, containers=[{"name": "main", "image": IMAGE}])})
+    # Passes the CRD's schema and rules, but the API server refuses its pods (a mount
+    # of a volume the pod does not have): the operator's dry run fails the job.
+    mount = {"volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+    container = {"name": "tensorflow", "image": IMAGE, **mount}
+    jobs.create("bad", {"Worker": replica(1, containers=[container])})
     failed = jobs.wait_condition("bad", "Failed")
     assert failed["reason"] == "InvalidTFJobSpec"
-    assert "spec.tfReplicaSpecs[Worker].template.spec.containers" in failed["message"]
-    assert "tensorflow" in failed["message"]
+    assert "spec.containers[0].volumeMounts[0].name" in failed["message"]
     wait_for(lambda: "TFJobFailedValidation" in jobs.reasons("bad"))
     warning = next(e for e in jobs.events("bad") if e["reason"] == "TFJobFailedValidation")
     assert warning["type"] == "Warning"

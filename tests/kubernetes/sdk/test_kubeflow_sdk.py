@@ -4,8 +4,9 @@ A user with an existing Kubeflow workflow builds a ``TrainingClient(job_kind="TF
 and calls create/get/list/wait/update/delete on it; nothing in the SDK may need to
 change (tfjob.md §11.3). Everything here is real: the SDK talks to a real
 kube-apiserver through the kubernetes client, our operator runs as a subprocess with
-its ServiceAccount's RBAC, and only the kubelet is played (FakeKubelet writes pod
-status the way a kubelet does).
+its ServiceAccount's RBAC, and the pods run on the test cluster: kube-scheduler binds
+them to a kwok node, kwok runs them and ends them with the exit code a test asks for,
+and the garbage collector removes a deleted job's pods.
 
 The job is chief-less, 2 workers and 1 parameter server, with the
 main container named ``tensorflow``; worker-0 is then the ``job-role=master`` pod.
@@ -19,8 +20,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from lightkube import Client
+from lightkube.resources.core_v1 import Pod
 
-from tests.support.kubelet import FakeKubelet
+from tests.support.cluster import KwokPods
 
 IMAGE = "registry.example/tensorflow:2.16-sdk-test"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -79,9 +82,9 @@ def all_pod_names(job: str) -> set[str]:
     return {pod_name(job, "worker", 0), pod_name(job, "worker", 1), pod_name(job, "ps", 0)}
 
 
-def wait_for_pods(kubelet: FakeKubelet, namespace: str, job: str) -> list[str]:
-    """The three pods the operator creates for the job (FakeKubelet's view)."""
-    return kubelet.wait_for_pods(namespace, 3, labels={JOB_NAME_LABEL: job}, timeout=WAIT)
+def wait_for_pods(kwok: KwokPods, namespace: str, job: str) -> list[str]:
+    """The three pods the operator creates for the job, once kwok runs them."""
+    return kwok.wait_running(namespace, 3, labels={JOB_NAME_LABEL: job}, timeout=WAIT)
 
 
 def wait_for_active(client: Any, name: str, expected: dict[str, int]) -> Any:
@@ -117,8 +120,9 @@ def assert_succeeded_like_upstream_e2e(client: Any, name: str) -> None:
 
 
 def test_create_get_list_and_find_pods(
-    training_client: Any, kubeflow_sdk: ModuleType, kubelet: FakeKubelet, namespace: str
+    training_client: Any, kubeflow_sdk: ModuleType, kube: Client, namespace: str
 ) -> None:
+    """No node to run on here: the job is created and its pods exist, Pending."""
     client = training_client
     name = "mnist"
     client.create_job(build_tfjob(kubeflow_sdk, name, labels={"team": "vision"}))
@@ -144,7 +148,10 @@ def test_create_get_list_and_find_pods(
     assert [j.metadata.name for j in listed] == [name]
     assert all(isinstance(j, kubeflow_sdk.KubeflowOrgV1TFJob) for j in listed)
 
-    assert set(wait_for_pods(kubelet, namespace, name)) == all_pod_names(name)
+    deadline = time.monotonic() + WAIT
+    while len(list(kube.list(Pod, namespace=namespace, labels={JOB_NAME_LABEL: name}))) < 3:
+        assert time.monotonic() < deadline, "the operator did not create the 3 pods"
+        time.sleep(0.1)
     assert set(client.get_job_pod_names(name)) == all_pod_names(name)
     # No chief: worker-0 is the master-role pod, the one get_job_logs reads by default.
     assert client.get_job_pod_names(name, is_master=True) == [pod_name(name, "worker", 0)]
@@ -169,13 +176,12 @@ def test_create_get_list_and_find_pods(
 
 
 def test_runs_then_succeeds_and_is_deleted(
-    training_client: Any, kubeflow_sdk: ModuleType, kubelet: FakeKubelet, namespace: str
+    training_client: Any, kubeflow_sdk: ModuleType, kwok: KwokPods, namespace: str
 ) -> None:
     client = training_client
     name = "mnist"
     client.create_job(build_tfjob(kubeflow_sdk, name))
-    for pod in wait_for_pods(kubelet, namespace, name):
-        kubelet.run(namespace, pod)
+    wait_for_pods(kwok, namespace, name)
 
     client.wait_for_job_conditions(
         name, expected_conditions={"Running"}, polling_interval=POLL, wait_timeout=WAIT
@@ -185,8 +191,8 @@ def test_runs_then_succeeds_and_is_deleted(
     wait_for_active(client, name, {"Worker": 2, "PS": 1})
 
     # The workers finish; the parameter server keeps serving (as real PS tasks do).
-    kubelet.succeed(namespace, pod_name(name, "worker", 1), exit_code=0)
-    kubelet.succeed(namespace, pod_name(name, "worker", 0), exit_code=0)
+    kwok.end(namespace, pod_name(name, "worker", 1), 0)
+    kwok.end(namespace, pod_name(name, "worker", 0), 0)
     done = client.wait_for_job_conditions(
         name, expected_conditions={"Succeeded"}, polling_interval=POLL, wait_timeout=WAIT
     )
@@ -199,16 +205,20 @@ def test_runs_then_succeeds_and_is_deleted(
     with pytest.raises(RuntimeError, match="Not Found"):
         client.get_job(name)
     assert client.list_jobs() == []
+    # cleanPodPolicy None kept the pods; the garbage collector removes them with the job.
+    deadline = time.monotonic() + WAIT
+    while list(kwok.kube.list(Pod, namespace=namespace, labels={JOB_NAME_LABEL: name})):
+        assert time.monotonic() < deadline, "the deleted job's pods are still there"
+        time.sleep(0.2)
 
 
 def test_update_job_merge_patch_is_read_back_and_honoured(
-    training_client: Any, kubeflow_sdk: ModuleType, kubelet: FakeKubelet, namespace: str
+    training_client: Any, kubeflow_sdk: ModuleType, kwok: KwokPods, namespace: str
 ) -> None:
     client = training_client
     name = "mnist"
     client.create_job(build_tfjob(kubeflow_sdk, name, labels={"team": "vision"}))
-    for pod in wait_for_pods(kubelet, namespace, name):
-        kubelet.run(namespace, pod)
+    wait_for_pods(kwok, namespace, name)
     client.wait_for_job_conditions(
         name, expected_conditions={"Running"}, polling_interval=POLL, wait_timeout=WAIT
     )
@@ -235,7 +245,7 @@ def test_update_job_merge_patch_is_read_back_and_honoured(
 
     # The operator acts on the patched runPolicy: 2 s after finishing the job is gone.
     for index in (0, 1):
-        kubelet.succeed(namespace, pod_name(name, "worker", index))
+        kwok.end(namespace, pod_name(name, "worker", index), 0)
     client.wait_for_job_conditions(
         name, expected_conditions={"Succeeded"}, polling_interval=POLL, wait_timeout=WAIT
     )
@@ -248,7 +258,7 @@ def test_update_job_merge_patch_is_read_back_and_honoured(
 
 
 def test_job_created_without_run_policy_is_readable(
-    training_client: Any, kubeconfig: Path, kubelet: FakeKubelet, namespace: str
+    training_client: Any, kubeconfig: Path, kwok: KwokPods, namespace: str
 ) -> None:
     """kubectl-style create of a minimal manifest: no runPolicy at all.
 
@@ -279,8 +289,7 @@ def test_job_created_without_run_policy_is_readable(
     assert job.spec.run_policy is not None
     assert [j.metadata.name for j in training_client.list_jobs()] == [name]
 
-    (pod,) = kubelet.wait_for_pods(namespace, 1, labels={JOB_NAME_LABEL: name}, timeout=WAIT)
-    kubelet.run(namespace, pod)
+    (pod,) = kwok.wait_running(namespace, 1, labels={JOB_NAME_LABEL: name}, timeout=WAIT)
     training_client.wait_for_job_conditions(
         name, expected_conditions={"Running"}, polling_interval=POLL, wait_timeout=WAIT
     )
@@ -288,18 +297,17 @@ def test_job_created_without_run_policy_is_readable(
 
 
 def test_failed_worker_fails_the_job_and_the_sdk_raises(
-    training_client: Any, kubeflow_sdk: ModuleType, kubelet: FakeKubelet, namespace: str
+    training_client: Any, kubeflow_sdk: ModuleType, kwok: KwokPods, namespace: str
 ) -> None:
     client = training_client
     name = "mnist"
     client.create_job(build_tfjob(kubeflow_sdk, name, restart_policy="Never"))
-    for pod in wait_for_pods(kubelet, namespace, name):
-        kubelet.run(namespace, pod)
+    wait_for_pods(kwok, namespace, name)
     client.wait_for_job_conditions(
         name, expected_conditions={"Running"}, polling_interval=POLL, wait_timeout=WAIT
     )
 
-    kubelet.fail(namespace, pod_name(name, "worker", 1), exit_code=1)
+    kwok.end(namespace, pod_name(name, "worker", 1), 1)
     with pytest.raises(RuntimeError, match=f"TFJob {namespace}/{name} is Failed"):
         client.wait_for_job_conditions(
             name, expected_conditions={"Succeeded"}, polling_interval=POLL, wait_timeout=WAIT

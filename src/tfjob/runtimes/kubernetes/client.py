@@ -229,10 +229,37 @@ class KubeClient:
         except (aiohttp.ClientError, OSError) as error:
             raise TransportError(str(error) or type(error).__name__) from error
 
+    async def get_path(self, path: str, params: dict[str, str] | None = None) -> bytes:
+        """GET any path (discovery, a field-selected list, a finished pod's log)."""
+        return await self._send("GET", path, params=params)
+
+    async def stream_lines(
+        self, path: str, params: dict[str, str] | None = None
+    ) -> AsyncGenerator[bytes, None]:
+        """GET a path whose answer never ends by itself (a followed pod log), line by
+        line, for as long as the server keeps it open; no overall time limit."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=REQUEST_TIMEOUT)
+        try:
+            async with self._session.get(
+                self._server + path, params=params, timeout=timeout, headers=await self._auth()
+            ) as response:
+                if response.status >= 300:
+                    raise _error(response.status, await response.read())
+                async for line in _lines(response):
+                    yield line
+        except TimeoutError as error:  # an OSError too: must come first
+            raise RequestTimeout(f"GET {path}: no answer in time") from error
+        except (aiohttp.ClientError, OSError) as error:
+            raise TransportError(str(error) or type(error).__name__) from error
+
     # -- writing ----------------------------------------------------------------------
 
-    async def create(self, resource: Resource, namespace: str, body: dict[str, Any]) -> bytes:
-        return await self._send("POST", resource.path(namespace), body=body)
+    async def create(
+        self, resource: Resource, namespace: str, body: dict[str, Any], *, dry_run: bool = False
+    ) -> bytes:
+        """POST; `dry_run` has it validated and admitted but not stored."""
+        params = {"dryRun": "All"} if dry_run else None
+        return await self._send("POST", resource.path(namespace), params=params, body=body)
 
     async def replace(
         self, resource: Resource, namespace: str, name: str, body: dict[str, Any]

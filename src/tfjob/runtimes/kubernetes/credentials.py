@@ -32,6 +32,7 @@ class Connection:
     server: str
     tls: ssl.SSLContext | None
     credentials: Credentials
+    namespace: str = "default"  # the context's namespace, for commands given none
 
 
 class Credentials:
@@ -92,13 +93,14 @@ async def _exec_token(spec: Any) -> str:
     return str(token)
 
 
-def connection(kubeconfig: str | None) -> Connection:
-    """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG."""
+def connection(kubeconfig: str | None, context: str | None = None) -> Connection:
+    """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG; `context`
+    picks one of the kubeconfig's contexts instead of its current one."""
     from lightkube.config import client_adapter
     from lightkube.config.kubeconfig import KubeConfig
 
     config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-    single = config.get()
+    single = config.get(context)
     if single is None:
         raise CredentialsError("the kubeconfig has no current context")
     server = single.cluster.server
@@ -106,7 +108,9 @@ def connection(kubeconfig: str | None) -> Connection:
     if server.startswith("https"):
         user = single.user if single.user is not None else _no_user()
         tls = client_adapter.verify_cluster(single.cluster, user, single.abs_file)
-    return Connection(server=server, tls=tls, credentials=Credentials(single.user))
+    return Connection(
+        server=server, tls=tls, credentials=Credentials(single.user), namespace=single.namespace
+    )
 
 
 def _no_user() -> Any:

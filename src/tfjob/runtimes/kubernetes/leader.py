@@ -67,14 +67,25 @@ class LeaderElector:
         client: KubeClient,
         config: LeaderConfig,
         clock: Callable[[], float] = time.monotonic,
+        on_status: Callable[[bool], None] = lambda _leading: None,
     ) -> None:
         self._client = client
         self._config = config
         self._clock = clock
+        self._on_status = on_status  # the leader_election_master_status gauge
         self._observed: LeaseSpec | None = None
         self._observed_at = 0.0
         self._version = ""
-        self.is_leader = False
+        self._is_leader = False
+
+    @property
+    def is_leader(self) -> bool:
+        return self._is_leader
+
+    @is_leader.setter
+    def is_leader(self, leading: bool) -> None:
+        self._is_leader = leading
+        self._on_status(leading)
 
     async def acquire(self) -> None:
         """Return once this instance holds the lease."""

@@ -1,22 +1,35 @@
-"""Prometheus metrics, with upstream's names (spec §10.1) so dashboards keep working.
+"""Prometheus metrics, with upstream's names so dashboards keep working.
 
 A registry of its own (not prometheus_client's global one): each operator instance,
 and each test, gets clean counters. The `*_created` timestamp series prometheus_client
-adds by default are turned off: upstream (Go) does not export them.
+adds by default are turned off: upstream (Go) does not export them. Beside the job
+counters: the standard `process_*` series (CPU, memory, file descriptors, start
+time), client-go's work-queue series, and, with leader election,
+`leader_election_master_status` (1 while this replica holds the Lease).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 
 from tfjob.api import constants as c
 from tfjob.runtimes.kubernetes.workqueue import QueueHooks
 
 FRAMEWORK = "tensorflow"
 _JOB_LABELS = ("job_namespace", "framework")
+# client-go's work-queue histograms: 10 ns to 1000 s, a decade per bucket.
+_QUEUE_BUCKETS = tuple(10.0**exponent for exponent in range(-8, 4))
 
 
 def _job_counter(registry: CollectorRegistry, name: str, what: str) -> Counter:
@@ -31,6 +44,7 @@ class Metrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self._request_children: dict[tuple[str, int], Any] = {}
         r = self.registry
+        ProcessCollector(registry=r)
         self.jobs_created = _job_counter(r, "created", "TFJobs seen created (also at start-up)")
         self.jobs_deleted = _job_counter(r, "deleted", "TFJobs deleted by the operator (TTL)")
         self.jobs_successful = _job_counter(r, "successful", "TFJobs that succeeded")
@@ -44,6 +58,12 @@ class Metrics:
         )
         self.services_failed = Counter(
             "failed_service_creation", "Service creations that failed", registry=r
+        )
+        self.pod_groups_created = Counter(
+            "created_pod_groups", "Gang-scheduling PodGroups created", registry=r
+        )
+        self.pod_groups_deleted = Counter(
+            "deleted_pod_groups", "Gang-scheduling PodGroups deleted", registry=r
         )
         self.reconcile_total = Counter(
             "controller_runtime_reconcile",
@@ -79,9 +99,29 @@ class Metrics:
             "workqueue_queue_duration_seconds",
             "Time a key waits before a worker takes it",
             ["name"],
-            buckets=(0.0001, 0.001, 0.01, 0.1, 1, 10),
+            buckets=_QUEUE_BUCKETS,
             registry=r,
         )
+        self.queue_work = Histogram(
+            "workqueue_work_duration_seconds",
+            "Time a worker spends on one key",
+            ["name"],
+            buckets=_QUEUE_BUCKETS,
+            registry=r,
+        )
+        self.queue_unfinished = Gauge(
+            "workqueue_unfinished_work_seconds",
+            "Seconds of work in progress not yet observed by work_duration (stuck workers)",
+            ["name"],
+            registry=r,
+        )
+        self.queue_longest = Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "How long the longest-running worker has been at its key",
+            ["name"],
+            registry=r,
+        )
+        self._leader: Gauge | None = None
 
     def count_request(self, method: str, code: int) -> None:
         """One API answer (children cached: this runs for every request)."""
@@ -99,6 +139,32 @@ class Metrics:
         adds = self.queue_adds.labels(name=name)
         retries = self.queue_retries.labels(name=name)
         latency = self.queue_latency.labels(name=name)
+        work = self.queue_work.labels(name=name)
+        unfinished = self.queue_unfinished.labels(name=name)
+        longest = self.queue_longest.labels(name=name)
+
+        def expose(ages: Callable[[], list[float]]) -> None:
+            unfinished.set_function(lambda: sum(ages()))
+            longest.set_function(lambda: max(ages(), default=0.0))
+
         return QueueHooks(
-            on_add=adds.inc, on_depth=depth.set, on_retry=retries.inc, on_latency=latency.observe
+            on_add=adds.inc,
+            on_depth=depth.set,
+            on_retry=retries.inc,
+            on_latency=latency.observe,
+            on_work=work.observe,
+            expose_in_flight=expose,
         )
+
+    def leader_status(self, lease: str) -> Callable[[bool], None]:
+        """The setter of `leader_election_master_status{name=lease}` (client-go's)."""
+        if self._leader is None:
+            self._leader = Gauge(
+                "leader_election_master_status",
+                "1 while this replica holds the leader-election Lease, else 0",
+                ["name"],
+                registry=self.registry,
+            )
+        child = self._leader.labels(name=lease)
+        child.set(0)
+        return lambda leading: child.set(1 if leading else 0)

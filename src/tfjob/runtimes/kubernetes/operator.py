@@ -36,6 +36,7 @@ from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC
 from tfjob.runtimes.kubernetes.events import EventRecorder
 from tfjob.runtimes.kubernetes.expectations import Expectations
+from tfjob.runtimes.kubernetes.gang import GangGroups, GangUnavailable
 from tfjob.runtimes.kubernetes.handlers import JOB_INDEX, Wiring, owning_job
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.leader import LeaderConfig, LeaderElector, LeadershipLost
@@ -78,6 +79,7 @@ class OperatorOptions:
     parallelism: int = 16  # concurrent creates/deletes within one reconcile
     kube_api_qps: float = 0.0  # 0: no client-side throttle
     kube_api_burst: int = 0
+    gang_scheduler_name: str = ""  # "": gang scheduling off (tfjob.core.gang)
 
 
 class Operator:
@@ -100,6 +102,11 @@ class Operator:
         )
         self._wire()
         self.status = StatusWriter(client, self.caches.jobs, self.queue)
+        self.gang = (
+            GangGroups(client, self.recorder, self.metrics, options.gang_scheduler_name)
+            if options.gang_scheduler_name
+            else None
+        )
         self.reconciler = Reconciler(
             client=client,
             caches=self.caches,
@@ -107,9 +114,13 @@ class Operator:
             queue=self.queue,
             recorder=self.recorder,
             metrics=self.metrics,
-            settings=Settings(cluster_domain=options.cluster_domain),
+            settings=Settings(
+                cluster_domain=options.cluster_domain,
+                gang_scheduler_name=options.gang_scheduler_name,
+            ),
             status=self.status,
             parallelism=options.parallelism,
+            gang=self.gang,
         )
         self.elector = (
             LeaderElector(
@@ -119,6 +130,7 @@ class Operator:
                     name=options.lease_name,
                     identity=f"{socket.gethostname()}_{uuid.uuid4()}",
                 ),
+                on_status=self.metrics.leader_status(options.lease_name),
             )
             if options.leader_elect
             else None
@@ -147,6 +159,12 @@ class Operator:
 
     async def run(self, stop: asyncio.Event) -> int:
         """Serve until `stop` is set (0) or the Lease is lost (1)."""
+        if self.gang is not None:
+            try:  # as upstream: without the group API, gang scheduling cannot work
+                await self.gang.check_served(self.options.namespace)
+            except GangUnavailable as error:
+                log.error("gang scheduling unavailable", error=str(error))
+                return 1
         await self.servers.start()
         log.info("endpoints listening", addresses=self.servers.addresses())
         try:

@@ -4,6 +4,8 @@ The decisions are the core's (`tfjob.core.reconcile`); this module only turns a 
 into API calls, in the order that keeps the cluster consistent:
 - nothing is done for a job whose expectations are pending (the cache lags our own
   writes), or that is being deleted;
+- a job whose spec the core cannot read, or whose first pods the API server refuses
+  in a dry run (admission.py), is marked Failed instead of being retried forever;
 - `status_first` plans write status before acting, because the status records a
   restart count read from a pod the actions delete;
 - each create or delete raises its expectation before the request is sent;
@@ -26,14 +28,25 @@ from tfjob.api import constants as c
 from tfjob.api.observed import Pod, Service
 from tfjob.api.types import ObjectMeta, TFJob
 from tfjob.core import conditions
-from tfjob.core.plan import Action, CreatePod, CreateService, DeleteJob, DeletePod, Plan
+from tfjob.core.plan import (
+    Action,
+    CreateGroup,
+    CreatePod,
+    CreateService,
+    DeleteGroup,
+    DeleteJob,
+    DeletePod,
+    Plan,
+)
 from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
 from tfjob.core.settings import Settings
+from tfjob.runtimes.kubernetes.admission import DryRun
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
 from tfjob.runtimes.kubernetes.decode import UndecodableJob
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.expectations import Expectations, Kind
+from tfjob.runtimes.kubernetes.gang import GangGroups
 from tfjob.runtimes.kubernetes.handlers import JOB_INDEX
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.metrics import Metrics
@@ -42,6 +55,9 @@ from tfjob.runtimes.kubernetes.status_writer import StatusWriter
 from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.reconciler")
+
+# What reading a malformed spec can raise (the model keeps pod templates as mappings).
+_SPEC_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError)
 
 
 class ActionsFailed(Exception):
@@ -75,6 +91,8 @@ class Reconciler:
         status: StatusWriter,
         parallelism: int = 16,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        gang: GangGroups | None = None,
+        dry_run: DryRun | None = None,
     ) -> None:
         self._client = client
         self._caches = caches
@@ -86,6 +104,8 @@ class Reconciler:
         self._status = status
         self._parallelism = parallelism
         self._clock = clock
+        self._gang = gang
+        self._dry_run = dry_run or DryRun(client)
 
     async def reconcile(self, key: str) -> None:
         """Bring job `key` one step closer to what the core wants."""
@@ -114,7 +134,17 @@ class Reconciler:
         job = self._status.decided_from(key, cached)  # the latest decided status
         pods = self._caches.pods.by_index(JOB_INDEX, key)
         services = self._caches.services.by_index(JOB_INDEX, key)
-        plan = decide(job, pods, services, self._clock(), self._settings)
+        groups = await self._gang.observe(*key.split("/", 1)) if self._gang else []
+        try:
+            plan = decide(job, pods, services, self._clock(), self._settings, groups)
+            refusal = await self._admission_refusal(job, bool(pods), plan)
+        except _SPEC_ERRORS as error:
+            # The core is pure: an exception means a spec it could not read. Retrying
+            # would raise it again forever, so the job fails, naming what was read.
+            refusal = f"its spec could not be read ({type(error).__name__}: {error})"
+        if refusal is not None:
+            await self._reject(cached, job, refusal)
+            return
         ref = _ref(job.metadata)
         await self._store_status(key, cached, plan, lambda: self._count(job, pods, plan))
         for event in plan.events:
@@ -193,6 +223,9 @@ class Reconciler:
             return await self._create(key, ref, action)
         if isinstance(action, DeleteJob):
             return await self._delete_job(ref)
+        if isinstance(action, CreateGroup | DeleteGroup):
+            assert self._gang is not None, "group actions only come with gang scheduling on"
+            return await self._gang.act(ref, action)
         return await self._delete(key, ref, action)
 
     async def _create(
@@ -271,28 +304,43 @@ class Reconciler:
 
     # -- jobs the model cannot read ---------------------------------------------------
 
-    async def _reject(self, job: UndecodableJob) -> None:
-        """Mark a TFJob that cannot be decoded Failed, naming the field, instead of
-        retrying it forever (the core decides the condition and the event)."""
-        stub = TFJob(metadata=job.metadata, status=job.status)
-        plan = reject(stub, self._clock(), job.error)
+    async def _admission_refusal(self, job: TFJob, has_pods: bool, plan: Plan) -> str | None:
+        """The API server's refusal of this job's first pods (admission.py), if any."""
+        uid = job.metadata.uid
+        if not self._dry_run.needed(uid, has_pods, plan.actions):
+            return None
+        return await self._dry_run.refusal(uid, job.metadata.namespace, plan.actions)
+
+    async def _reject(
+        self, cached: TFJob | UndecodableJob, job: TFJob | None = None, problems: str = ""
+    ) -> None:
+        """Mark a TFJob that cannot run Failed, naming the field, instead of retrying
+        it forever (the core decides the condition and the event)."""
+        if isinstance(cached, UndecodableJob):
+            job, problems = TFJob(metadata=cached.metadata, status=cached.status), cached.error
+        assert job is not None
+        plan = reject(job, self._clock(), problems)
         ref = _ref(job.metadata)
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
         if plan.status_changed:
-            await self._status.write(job, plan.status, lambda: self._count(stub, [], plan))
+            await self._status.write(cached, plan.status, lambda: self._count(job, [], plan))
 
 
 def _waves(actions: Sequence[Action]) -> list[list[Action]]:
     """Maximal runs of pod/service actions (order-free among themselves); a DeleteJob
-    stands alone, after everything before it."""
+    or a gang group action stands alone, after everything before it."""
     waves: list[list[Action]] = []
     for action in actions:
-        if isinstance(action, DeleteJob) or not waves or isinstance(waves[-1][0], DeleteJob):
+        if _alone(action) or not waves or _alone(waves[-1][0]):
             waves.append([action])
         else:
             waves[-1].append(action)
     return waves
+
+
+def _alone(action: Action) -> bool:
+    return isinstance(action, DeleteJob | CreateGroup | DeleteGroup)
 
 
 def _what(action: Action) -> tuple[Kind, Resource, str]:

@@ -29,12 +29,19 @@ from dataclasses import dataclass, field
 
 @dataclass
 class QueueHooks:
-    """Callbacks for metrics; the queue itself knows nothing about Prometheus."""
+    """Callbacks for metrics; the queue itself knows nothing about Prometheus.
+
+    `on_latency` gets how long a key waited, `on_work` how long its processing took;
+    `expose_in_flight` is handed, once, a function giving the age of every key being
+    processed now (read when metrics are scraped: stuck workers show there).
+    """
 
     on_add: Callable[[], None] = lambda: None
     on_depth: Callable[[int], None] = lambda _depth: None
     on_retry: Callable[[], None] = lambda: None
     on_latency: Callable[[float], None] = lambda _seconds: None
+    on_work: Callable[[float], None] = lambda _seconds: None
+    expose_in_flight: Callable[[Callable[[], list[float]]], None] = lambda _ages: None
 
 
 class ExponentialBackoff:
@@ -78,7 +85,7 @@ class WorkQueue:
     ) -> None:
         self._queue: deque[str] = deque()
         self._dirty: set[str] = set()
-        self._processing: set[str] = set()
+        self._processing: dict[str, float] = {}  # key -> when its processing started
         self._added_at: dict[str, float] = {}
         self._backoff = backoff or ExponentialBackoff()
         self._hooks = hooks or QueueHooks()
@@ -93,6 +100,7 @@ class WorkQueue:
         # priority (sending Events) waits for it.
         self.idle = asyncio.Event()
         self.idle.set()
+        self._hooks.expose_in_flight(self.in_flight)
 
     # -- adding ---------------------------------------------------------------------
 
@@ -157,16 +165,19 @@ class WorkQueue:
             return None
         key = self._queue.popleft()
         self._hooks.on_depth(len(self._queue))
-        self._processing.add(key)
+        now = self._clock()
+        self._processing[key] = now
         self._dirty.discard(key)
         added = self._added_at.pop(key, None)
         if added is not None:
-            self._hooks.on_latency(self._clock() - added)
+            self._hooks.on_latency(now - added)
         return key
 
     def done(self, key: str) -> None:
         """Processing of `key` finished; re-queue it if it was added meanwhile."""
-        self._processing.discard(key)
+        started = self._processing.pop(key, None)
+        if started is not None:
+            self._hooks.on_work(self._clock() - started)
         if key in self._dirty and not self._shutting_down:
             self._push(key)
         elif not self._queue and not self._processing:
@@ -183,6 +194,13 @@ class WorkQueue:
 
     def is_processing(self, key: str) -> bool:
         return key in self._processing
+
+    def in_flight(self) -> list[float]:
+        """Seconds each key being processed has been at it (client-go's unfinished work)."""
+        if not self._processing:
+            return []
+        now = self._clock()
+        return [now - started for started in self._processing.values()]
 
     def shut_down(self) -> None:
         """Stop handing out work; workers blocked in `get` return None."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from tfjob.api import constants as c
 from tfjob.api.observed import Pod
+from tfjob.core.progress import replica_label
 from tfjob.runtimes.local import launch
 from tfjob.runtimes.local.container import LocalContainer
 from tfjob.runtimes.local.logs import ContainerLog
@@ -113,12 +114,12 @@ class LocalKubelet:
     def _build(self, manifest: Mapping[str, Any]) -> LocalPod:
         metadata = manifest["metadata"]
         spec = manifest.get("spec", {})
-        replica = _replica_label(metadata)
+        replica = replica_label(metadata)
         extra_env = self._extra_env(metadata)
         containers = []
         for container in spec.get("containers", []):
             name = str(container.get("name", ""))
-            shown = replica if name == c.DEFAULT_CONTAINER_NAME else f"{replica}/{name}"
+            shown = replica_label(metadata, name)
             log = self._open_log(metadata["name"], name, shown)
             containers.append(
                 LocalContainer(
@@ -155,13 +156,6 @@ class LocalKubelet:
         if port is not None:
             env["TFJOB_PORT"] = str(port)
         return env
-
-
-def _replica_label(metadata: Mapping[str, Any]) -> str:
-    """How a replica is shown in output: `worker-1` (type and index), else the pod name."""
-    labels = metadata.get("labels") or {}
-    key, index = labels.get(c.LABEL_REPLICA_TYPE), labels.get(c.LABEL_REPLICA_INDEX)
-    return f"{key}-{index}" if key and index is not None else str(metadata.get("name", ""))
 
 
 def _resolve(

@@ -3,7 +3,8 @@
 Validation (tfjob.api) says whether a TFJob is valid at all; this says whether this
 machine can run it: every container needs a `command` (there is no image whose
 entrypoint could be used) that names an executable, its `workingDir` must exist, and
-its environment must come from sources that exist locally. Problems are reported in
+its environment must come from sources that exist locally, and the job must not have
+more replicas than one machine can run as processes. Problems are reported in
 the API's FieldError form so they read like, and are shown with, validation errors.
 """
 
@@ -18,11 +19,17 @@ from tfjob.api.errors import FieldError
 from tfjob.api.types import TFJob
 from tfjob.runtimes.local import launch
 
+#: More replicas than this cannot run as processes on one machine (each also needs
+#: its own local port); without a bound a job of 2**31 replicas spins planning them.
+MAX_LOCAL_REPLICAS = 4096
+
 
 def check(job: TFJob, base_dir: Path) -> tuple[list[FieldError], list[str]]:
     """(errors that stop the run, warnings about what the local run leaves out)."""
-    errors: list[FieldError] = []
+    errors: list[FieldError] = list(_check_size(job))
     warnings: list[str] = []
+    if errors:
+        return errors, warnings
     for key, spec in job.spec.tf_replica_specs.items():
         if spec.replicas == 0:
             continue
@@ -34,6 +41,22 @@ def check(job: TFJob, base_dir: Path) -> tuple[list[FieldError], list[str]]:
             where = f"{path}.containers[{index}]"
             errors += _check_container(container, where, base_dir)
     return errors, warnings
+
+
+def _check_size(job: TFJob) -> Iterator[FieldError]:
+    specs = job.spec.tf_replica_specs
+    total = sum(
+        max(spec.replicas if spec.replicas is not None else 1, 0) for spec in specs.values()
+    )
+    if total <= MAX_LOCAL_REPLICAS:
+        return
+    key = max(specs, key=lambda k: specs[k].replicas or 0)
+    yield FieldError(
+        f"spec.tfReplicaSpecs[{key}].replicas",
+        f"{total} replicas in all cannot run as processes on one machine "
+        f"(tfjob run starts at most {MAX_LOCAL_REPLICAS})",
+        "run the job on Kubernetes, or lower replicas",
+    )
 
 
 def _check_container(

@@ -36,10 +36,10 @@ from tfjob.core.plan import (
     DeleteService,
     Event,
 )
+from tfjob.core.progress import ReplicaView, RunObserver
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
 from tfjob.runtimes.local.kubelet import LocalKubelet
-from tfjob.runtimes.local.observer import ReplicaView, RunObserver
 from tfjob.runtimes.local.ports import pick_addresses
 from tfjob.runtimes.local.services import ServiceBook
 from tfjob.runtimes.local.watchdog import Watchdog

@@ -1,0 +1,67 @@
+"""`tfjob logs NAME [-f]`: every replica's output, prefixed as `tfjob run` prints it."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import click
+
+from tfjob.core.progress import replica_label
+from tfjob.interfaces.cluster import EXIT_INTERRUPTED, Duration, Target, cluster_options, on_cluster
+from tfjob.interfaces.console import RunConsole
+from tfjob.interfaces.job_files import BadInput
+from tfjob.runtimes.kubernetes.follow import FollowOptions, JobFollower
+from tfjob.runtimes.kubernetes.jobs_api import JobsApi
+
+_REPLICA = re.compile(r"[a-z]+-\d+")
+
+
+@click.command(name="logs")
+@click.argument("name")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new output until the job ends.")
+@click.option("--replica", "-r", help="Only this replica's output, e.g. worker-1 or chief-0.")
+@click.option(
+    "--since",
+    type=Duration(),
+    help="Only output newer than this, e.g. 30s, 5m, 1h (the whole log by default).",
+)
+@cluster_options
+def command(
+    name: str, follow: bool, replica: str | None, since: float | None, target: Target
+) -> None:
+    """Print the output of every replica of TFJob NAME, each line prefixed with its
+    replica ([worker-1]; [worker-1/sidecar] for another container).
+
+    \b
+    Without -f: what each replica wrote so far, one replica after another, each in
+    time order. With -f: as it comes, following restarted containers and recreated
+    pods, until the job ends (Ctrl-C stops following; the job keeps running).
+    Exit status: 0, 2 unknown job or replica, 3 cluster unusable, 130 Ctrl-C.
+    """
+    if replica is not None and not _REPLICA.fullmatch(replica):
+        raise BadInput(f"--replica {replica}: write a replica as type-index, e.g. worker-1")
+    options = FollowOptions(
+        events=False,
+        replica=replica,
+        since_seconds=int(since) if since is not None else None,
+        until_finished=follow,
+    )
+    with RunConsole(sys.stdout, name, live_view=False) as console:
+        try:
+            on_cluster(target, lambda api: _logs(api, name, options, console))
+        except KeyboardInterrupt:
+            sys.exit(EXIT_INTERRUPTED)
+
+
+async def _logs(api: JobsApi, name: str, options: FollowOptions, console: RunConsole) -> None:
+    await api.get(name)  # an unknown job is an error, not silence
+    replicas = sorted({replica_label(p.get("metadata") or {}) for p in await api.pods(name)})
+    if options.replica and replicas and options.replica not in replicas:
+        raise BadInput(
+            f"{name} has no replica {options.replica}; its replicas: {', '.join(replicas)}"
+        )
+    if not replicas and not options.until_finished:
+        click.echo(f"tfjob: {name} has no pods (not yet, or no longer): no output", err=True)
+        return
+    await JobFollower(api, name, console, options).follow()

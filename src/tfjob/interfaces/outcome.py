@@ -1,0 +1,27 @@
+"""A finished job's exit status, the same for `tfjob run` and the cluster commands:
+0 Succeeded, 1 Failed (its reason on stderr) or ended without succeeding."""
+
+from __future__ import annotations
+
+import click
+
+from tfjob.api import constants as c
+from tfjob.api.types import JobCondition
+
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1
+
+
+def exit_status(name: str, conditions: list[JobCondition]) -> int:
+    failed = true_condition(conditions, c.FAILED)
+    if failed is not None:
+        click.echo(f"tfjob: {name} failed: {failed.message}", err=True)
+        return EXIT_FAILED
+    if true_condition(conditions, c.SUCCEEDED) is None:
+        click.echo(f"tfjob: {name} ended without succeeding", err=True)
+        return EXIT_FAILED
+    return EXIT_SUCCEEDED
+
+
+def true_condition(conditions: list[JobCondition], condition_type: str) -> JobCondition | None:
+    return next((k for k in conditions if k.type == condition_type and k.status == "True"), None)

@@ -1,0 +1,121 @@
+"""`tfjob submit JOB.yaml [--follow]`: create a TFJob on the cluster, and follow it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tfjob.api.load import parse_documents
+from tfjob.api.types import TFJob
+from tfjob.interfaces.cluster import (
+    EXIT_INTERRUPTED,
+    Target,
+    cluster_options,
+    on_cluster,
+    outcome,
+)
+from tfjob.interfaces.console import RunConsole
+from tfjob.interfaces.job_files import BadInput, read_jobs
+from tfjob.runtimes.kubernetes.client import ApiError
+from tfjob.runtimes.kubernetes.follow import JobFollower
+from tfjob.runtimes.kubernetes.jobs_api import JobsApi, Object
+
+
+@click.command(name="submit")
+@click.argument("job_file", metavar="JOB.yaml", type=click.Path(path_type=Path))
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Then show the job's live status and every replica's output until it ends.",
+)
+@click.option("--no-view", is_flag=True, help="With --follow: no live status table.")
+@cluster_options
+def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None:
+    """Create the TFJob(s) in JOB.yaml on the cluster of the current kubeconfig context.
+
+    \b
+    The file is checked with the same rules as `tfjob run` (and images are required)
+    before anything is sent; the job is then created as written: an ordinary TFJob
+    that kubectl and Kubeflow's SDK see unchanged.
+
+    \b
+    With --follow (one job per file): the live status table on a terminal, every
+    replica's output prefixed with its name ([worker-1]) as `tfjob run` shows it,
+    following restarts and recreated pods, and the job's events, until the job ends.
+    Ctrl-C stops following; the job keeps running on the cluster.
+
+    \b
+    Exit status: 0 created (with --follow: Succeeded), 1 Failed, 2 bad input or
+    refused by the cluster (nothing created), 3 cluster unusable, 130 Ctrl-C.
+    Example: tfjob submit job.yaml --follow
+    """
+    jobs = read_jobs(job_file, require_image=True)
+    documents = parse_documents(job_file.read_text(), str(job_file))
+    if follow and len(jobs) > 1:
+        names = ", ".join(j.metadata.name for j in jobs)
+        raise BadInput(
+            f"{job_file} holds {len(jobs)} TFJobs ({names}); --follow follows one job: "
+            "submit the others without --follow, or put each in its own file"
+        )
+    namespace = _namespace(jobs, target)
+    if not follow:
+        for created in on_cluster(target, lambda api: _create_all(api, documents), namespace):
+            click.echo(f"tfjob.kubeflow.org/{created} created")
+        return
+    name = jobs[0].metadata.name
+    with RunConsole(sys.stdout, name, live_view=not no_view) as console:
+        try:
+            final = on_cluster(
+                target, lambda api: _create_and_follow(api, documents[0], console), namespace
+            )
+        except KeyboardInterrupt:
+            final = None
+    if final is None:
+        click.echo(
+            f"tfjob: stopped following {name}; it keeps running on the cluster "
+            f"(tfjob logs {name} -f to follow again, tfjob delete {name} to stop it)",
+            err=True,
+        )
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(outcome(final))
+
+
+def _namespace(jobs: list[TFJob], target: Target) -> str | None:
+    """The job's own namespace unless -n names another (refused, as kubectl does)."""
+    written = {j.metadata.namespace for j in jobs if j.metadata.namespace}
+    if target.namespace and written - {target.namespace}:
+        raise BadInput(
+            f"the file's namespace ({', '.join(sorted(written))}) does not match "
+            f"--namespace {target.namespace}: drop one of them"
+        )
+    if len(written) > 1:
+        raise BadInput(f"the file's jobs name several namespaces ({', '.join(sorted(written))})")
+    return next(iter(written), None)
+
+
+async def _create_all(api: JobsApi, documents: list[dict[str, Any]]) -> list[str]:
+    return [await _create(api, document) for document in documents]
+
+
+async def _create(api: JobsApi, document: dict[str, Any]) -> str:
+    name = (document.get("metadata") or {}).get("name", "")
+    try:
+        created = await api.create(document)
+    except ApiError as error:
+        if error.code in (400, 409, 422):
+            hint = f" (tfjob delete {name} first)" if error.already_exists else ""
+            raise BadInput(f"the cluster refused {name}: {error.message}{hint}") from None
+        raise
+    return str(created["metadata"]["name"])
+
+
+async def _create_and_follow(api: JobsApi, document: dict[str, Any], console: RunConsole) -> Object:
+    name = await _create(api, document)
+    console.note(
+        f"created {name} in namespace {api.namespace}; Ctrl-C stops following, not the job"
+    )
+    return await JobFollower(api, name, console).follow()

@@ -1,0 +1,320 @@
+"""Gang scheduling decided in the core: group objects, pod decoration, events, holds.
+
+The expected objects are written out here field by field, from each scheduler's
+published API (Volcano scheduling.volcano.sh/v1beta1, kube-batch
+scheduling.incubator.k8s.io/v1alpha1, scheduler-plugins scheduling.x-k8s.io/v1alpha1,
+Kubernetes scheduling.k8s.io/v1alpha2), not taken from the code under test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.core.builders import NOW, actions_of, advance, job, pods, replica, run, services
+from tfjob.core import gang
+from tfjob.core.plan import CreateGroup, CreatePod, DeleteGroup
+from tfjob.core.settings import Settings
+
+OWNER = {
+    "apiVersion": "kubeflow.org/v1",
+    "kind": "TFJob",
+    "name": "test-tfjob",
+    "uid": "uid-1",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
+
+
+def _with_resources(count: int, cpu: str, memory: str) -> dict[str, Any]:
+    spec = replica(count)
+    spec["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": cpu, "memory": memory}
+    }
+    return spec
+
+
+def _settings(name: str) -> Settings:
+    return Settings(gang_scheduler_name=name)
+
+
+def _groups(plan: Any) -> list[dict[str, Any]]:
+    return [a.manifest for a in actions_of(plan, CreateGroup)]
+
+
+def _pod_manifests(plan: Any) -> list[dict[str, Any]]:
+    return [a.manifest for a in actions_of(plan, CreatePod)]
+
+
+class TestBackendChoice:
+    @pytest.mark.parametrize(
+        ("name", "expected"),
+        [
+            ("", None),
+            ("default-scheduler", gang.Backend.NATIVE),
+            ("volcano", gang.Backend.VOLCANO),
+            ("Volcano", gang.Backend.VOLCANO),
+            ("kube-batch", gang.Backend.KUBE_BATCH),
+            ("scheduler-plugins-scheduler", gang.Backend.PLUGINS),
+        ],
+    )
+    def test_the_name_selects_the_backend(self, name: str, expected: gang.Backend | None) -> None:
+        assert gang.backend(name) is expected
+
+    def test_off_means_no_groups_and_untouched_pods(self) -> None:
+        plan = run(job(Worker=replica(2)))
+        assert _groups(plan) == []
+        assert all("schedulerName" not in m["spec"] for m in _pod_manifests(plan))
+
+
+class TestNative:
+    def test_workload_then_podgroup_with_all_replicas_as_min_count(self) -> None:
+        plan = run(job(Worker=replica(4), PS=replica(1)), settings=_settings("default-scheduler"))
+        workload, group = _groups(plan)
+        assert workload == {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "Workload",
+            "metadata": {"name": "test-tfjob", "namespace": "default", "ownerReferences": [OWNER]},
+            "spec": {
+                "controllerRef": {
+                    "apiGroup": "kubeflow.org",
+                    "kind": "TFJob",
+                    "name": "test-tfjob",
+                },
+                "podGroupTemplates": [
+                    {"name": "replicas", "schedulingPolicy": {"gang": {"minCount": 5}}}
+                ],
+            },
+        }
+        assert group == {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "test-tfjob", "namespace": "default", "ownerReferences": [OWNER]},
+            "spec": {
+                "podGroupTemplateRef": {
+                    "workload": {"workloadName": "test-tfjob", "podGroupTemplateName": "replicas"}
+                },
+                "schedulingPolicy": {"gang": {"minCount": 5}},
+            },
+        }
+        # Groups come before pods in the plan, the Workload before its PodGroup.
+        kinds = [type(a).__name__ for a in plan.actions]
+        assert kinds[:2] == ["CreateGroup", "CreateGroup"]
+
+    def test_min_available_and_priority_class(self) -> None:
+        policy = {"schedulingPolicy": {"minAvailable": 3, "priorityClass": "high"}}
+        plan = run(
+            job(run_policy=policy, Worker=replica(4)), settings=_settings("default-scheduler")
+        )
+        workload, group = _groups(plan)
+        template = workload["spec"]["podGroupTemplates"][0]
+        assert template["schedulingPolicy"] == {"gang": {"minCount": 3}}
+        assert template["priorityClassName"] == "high"
+        assert group["spec"]["priorityClassName"] == "high"
+
+    def test_pods_join_the_group_and_get_the_scheduler(self) -> None:
+        plan = run(job(Worker=replica(2)), settings=_settings("default-scheduler"))
+        for manifest in _pod_manifests(plan):
+            assert manifest["spec"]["schedulerName"] == "default-scheduler"
+            assert manifest["spec"]["schedulingGroup"] == {"podGroupName": "test-tfjob"}
+
+    def test_existing_groups_are_not_created_again(self) -> None:
+        observed = [
+            {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload"},
+            {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup"},
+        ]
+        plan = gang_run(job(Worker=replica(2)), "default-scheduler", observed)
+        assert _groups(plan) == []
+        assert len(actions_of(plan, CreatePod)) == 2
+
+
+def gang_run(tfjob: Any, name: str, groups: list[dict[str, Any]], **kw: Any) -> Any:
+    from tfjob.core.reconcile import reconcile
+
+    return reconcile(
+        tfjob, kw.get("pods", []), kw.get("services", []), NOW, _settings(name), groups
+    )
+
+
+class TestVolcano:
+    def test_pod_group_as_upstream(self) -> None:
+        tfjob = job(
+            run_policy={"schedulingPolicy": {"queue": "research", "priorityClass": "high"}},
+            Worker=_with_resources(2, "1", "1Gi"),
+            PS=_with_resources(1, "500m", "512Mi"),
+        )
+        tfjob.metadata.annotations["team"] = "vision"
+        plan = run(tfjob, settings=_settings("volcano"))
+        (group,) = _groups(plan)
+        assert group == {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": "test-tfjob",
+                "namespace": "default",
+                "annotations": {"team": "vision"},
+                "ownerReferences": [OWNER],
+            },
+            "spec": {
+                "minMember": 3,
+                "queue": "research",
+                "priorityClassName": "high",
+                "minResources": {"cpu": "2500m", "memory": "2560Mi"},
+            },
+        }
+
+    def test_default_queue_and_explicit_min_resources(self) -> None:
+        policy = {"schedulingPolicy": {"minResources": {"cpu": "8"}}}
+        plan = run(job(run_policy=policy, Worker=replica(2)), settings=_settings("volcano"))
+        (group,) = _groups(plan)
+        assert group["spec"]["queue"] == "default"
+        assert group["spec"]["minResources"] == {"cpu": "8"}
+
+    def test_no_pod_until_volcano_admits_the_group(self) -> None:
+        tfjob = job(Worker=replica(2))
+        plan = gang_run(tfjob, "volcano", [])
+        assert len(_groups(plan)) == 1
+        assert actions_of(plan, CreatePod) == []
+        assert plan.requeue_after == 1.0
+        pending = [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                    "status": {"phase": "Pending"}}]  # fmt: skip
+        plan = gang_run(advance(tfjob, plan), "volcano", pending)
+        assert _groups(plan) == [] and actions_of(plan, CreatePod) == []
+        admitted = [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                     "status": {"phase": "Inqueue"}}]  # fmt: skip
+        plan = gang_run(advance(tfjob, plan), "volcano", admitted)
+        manifests = _pod_manifests(plan)
+        assert len(manifests) == 2
+        for manifest in manifests:
+            assert manifest["spec"]["schedulerName"] == "volcano"
+            assert manifest["metadata"]["annotations"] == {
+                "scheduling.k8s.io/group-name": "test-tfjob",
+                "volcano.sh/task-spec": "worker",
+            }
+
+
+class TestKubeBatch:
+    def test_pod_group_min_member_is_every_replica(self) -> None:
+        plan = run(job(Worker=replica(3), PS=replica(1)), settings=_settings("kube-batch"))
+        (group,) = _groups(plan)
+        assert group == {
+            "apiVersion": "scheduling.incubator.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "test-tfjob", "namespace": "default", "ownerReferences": [OWNER]},
+            "spec": {"minMember": 4},
+        }
+        for manifest in _pod_manifests(plan):
+            assert manifest["spec"]["schedulerName"] == "kube-batch"
+            assert manifest["metadata"]["annotations"] == {
+                "scheduling.k8s.io/group-name": "test-tfjob"
+            }
+        assert [e for e in plan.events if e.type == "Warning"] == []
+
+    def test_another_scheduler_is_kept_with_the_seed_warning(self) -> None:
+        tfjob = job(Worker=replica(2), PS=replica(1, schedulerName="my-scheduler"))
+        plan = run(tfjob, settings=_settings("kube-batch"))
+        names = {m["metadata"]["name"]: m["spec"]["schedulerName"] for m in _pod_manifests(plan)}
+        assert names == {
+            "test-tfjob-ps-0": "my-scheduler",
+            "test-tfjob-worker-0": "kube-batch",
+            "test-tfjob-worker-1": "kube-batch",
+        }
+        warnings = [(e.reason, e.message) for e in plan.events if e.type == "Warning"]
+        assert (
+            warnings
+            == [
+                (
+                    "SettedPodTemplateSchedulerName",
+                    "Another scheduler is specified when gang-scheduling is enabled and it will "
+                    "not be overwritten",
+                )
+            ]
+            * 3
+        )
+
+
+class TestSchedulerPlugins:
+    def test_pod_group_label_and_scheduler_name(self) -> None:
+        policy = {"schedulingPolicy": {"scheduleTimeoutSeconds": 60, "queue": "ignored"}}
+        tfjob = job(run_policy=policy, Worker=_with_resources(2, "1", "2Gi"))
+        plan = run(tfjob, settings=_settings("scheduler-plugins-scheduler"))
+        (group,) = _groups(plan)
+        assert group == {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "test-tfjob", "namespace": "default", "ownerReferences": [OWNER]},
+            "spec": {
+                "minMember": 2,
+                "minResources": {"cpu": "2", "memory": "4Gi"},
+                "scheduleTimeoutSeconds": 60,
+            },
+        }
+        for manifest in _pod_manifests(plan):
+            assert manifest["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+            assert manifest["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "test-tfjob"
+
+    def test_warning_uses_kubeflows_reason(self) -> None:
+        tfjob = job(Worker=replica(1, schedulerName="other"))
+        plan = run(tfjob, settings=_settings("scheduler-plugins-scheduler"))
+        assert [e.reason for e in plan.events if e.type == "Warning"] == [
+            "SetPodTemplateSchedulerName"
+        ]
+
+
+class TestLifecycle:
+    def test_finished_job_deletes_its_groups(self) -> None:
+        status = {
+            "conditions": [
+                {"type": "Created", "status": "True"},
+                {"type": "Succeeded", "status": "True"},
+            ],
+            "completionTime": "2026-11-30T11:00:00Z",
+        }
+        observed = [
+            {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload"},
+            {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup"},
+        ]
+        plan = gang_run(job(status=status, Worker=replica(2)), "default-scheduler", observed)
+        assert [(a.kind.kind, a.name) for a in actions_of(plan, DeleteGroup)] == [
+            ("PodGroup", "test-tfjob"),
+            ("Workload", "test-tfjob"),
+        ]
+
+    def test_a_group_already_going_is_not_deleted_again(self) -> None:
+        status = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+        going = [
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"deletionTimestamp": "2026-11-30T11:59:00Z"},
+            }
+        ]
+        plan = gang_run(job(status=status, Worker=replica(1)), "plugins", going)
+        assert actions_of(plan, DeleteGroup) == []
+
+    def test_suspended_job_deletes_its_group_and_running_job_keeps_it(self) -> None:
+        observed = [{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup"}]
+        suspended = job(run_policy={"suspend": True}, Worker=replica(1))
+        plan = gang_run(suspended, "plugins", observed)
+        assert len(actions_of(plan, DeleteGroup)) == 1
+        running = job(Worker=replica(1))
+        plan = gang_run(
+            running, "plugins", observed, pods=pods("worker", 1), services=services("worker", 1)
+        )
+        assert plan.actions == []
+
+
+@pytest.mark.parametrize(
+    ("values", "total"),
+    [
+        (["1", "500m"], "1500m"),
+        (["1Gi", "512Mi"], "1536Mi"),
+        (["1Gi", "1Gi"], "2Gi"),
+        (["2", "3"], "5"),
+        (["100M", "1G"], "1100M"),
+        (["1", "1"], "2"),
+    ],
+)
+def test_quantities_add_up_in_kubernetes_notation(values: list[str], total: str) -> None:
+    assert gang.add_quantities(values) == total

@@ -1,0 +1,120 @@
+"""Driving the cluster commands of the real `tfjob` in child processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.interfaces.cli import TFJOB
+from tests.kubernetes.operator.cluster import IMAGE
+from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
+
+LIMIT = 60.0  # seconds any one command may take in these tests
+
+
+def job_document(name: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
+    """A TFJob as a user writes it: Worker replicas of one tensorflow container."""
+    container = {"name": "tensorflow", "image": IMAGE, "command": ["python", "train.py"]}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": {
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": replicas,
+                    "restartPolicy": "Never",
+                    "template": {"spec": {"containers": [container]}},
+                }
+            },
+            **spec,
+        },
+    }
+
+
+def ending_job(name: str, replicas: int, *, exit_code: int, run_for: str) -> dict[str, Any]:
+    """A job whose pods kwok runs for `run_for`, then ends with `exit_code`."""
+    document = job_document(name, replicas)
+    template = document["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    template["metadata"] = {
+        "annotations": {EXIT_CODE_ANNOTATION: str(exit_code), RUN_FOR_ANNOTATION: run_for}
+    }
+    return document
+
+
+@dataclass
+class Cli:
+    """`tfjob` aimed at the test's cluster and namespace."""
+
+    kubeconfig: Path
+    namespace: str
+    folder: Path
+
+    def args(self, *args: str) -> list[str]:
+        return [*TFJOB, *args, "--kubeconfig", str(self.kubeconfig), "-n", self.namespace]
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.args(*args), capture_output=True, text=True, timeout=LIMIT, env=_env()
+        )
+
+    def start(self, *args: str) -> Running:
+        log = self.folder / f"tfjob-{time.monotonic_ns()}.log"
+        handle = log.open("w")
+        process = subprocess.Popen(
+            self.args(*args), stdout=handle, stderr=subprocess.STDOUT, env=_env()
+        )
+        handle.close()
+        return Running(process, log)
+
+    def write(self, *documents: dict[str, Any]) -> Path:
+        path = self.folder / f"job-{time.monotonic_ns()}.yaml"
+        path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+        return path
+
+
+@dataclass
+class Running:
+    """A `tfjob` still running; its output goes to a file, read at any time."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_output(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.output()
+            if predicate(text):
+                return text
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"output never matched (exit {self.process.poll()}):\n{self.output()}")
+
+    def interrupt(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+
+    def wait(self, timeout: float = LIMIT) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(
+                f"tfjob did not end within {timeout} s:\n{self.output()}"
+            ) from None
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}

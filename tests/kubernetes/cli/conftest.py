@@ -1,0 +1,27 @@
+"""Fixtures for the cluster commands (`tfjob submit/get/logs/wait/delete`), end to end:
+the real `tfjob` command in a child process, against the real API server, with a
+`tfjob operator` subprocess reconciling the test's namespace.
+
+- ``operators``, ``operator``, ``jobs``: the operator's fixtures
+  (tests/kubernetes/operator/conftest.py).
+- ``cli`` (function): runs `tfjob ARGS --kubeconfig <admin> -n <namespace>`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.kubernetes.cli.commands import Cli
+from tests.kubernetes.operator.conftest import (  # noqa: F401  (fixtures, by name)
+    jobs,
+    operator,
+    operators,
+    pytest_runtest_makereport,
+)
+
+
+@pytest.fixture
+def cli(kubeconfig: Path, namespace: str, tmp_path: Path) -> Cli:
+    return Cli(kubeconfig, namespace, tmp_path)

@@ -1,0 +1,137 @@
+"""Helpers for the install tests: the real kubectl, rendered manifests, and an operator
+started with exactly the command line a Deployment gives it.
+
+There is no kubelet to run the Deployment's container, so the tests do its part: take
+the container's args, expand `$(VAR)` references from its env the way the kubelet
+does, and start `tfjob operator` with them (plus a kubeconfig and free ports, since
+the endpoints' fixed ports would collide with anything else on this machine).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.kubernetes.operator.cluster import Jobs, RunningOperator, replica
+from tests.support.controlplane import find_assets
+from tests.support.kubelet import FakeKubelet
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OVERLAYS = REPO_ROOT / "manifests" / "overlays"
+
+
+@functools.cache
+def kubectl_path() -> Path:
+    return find_assets(build=False).tool("kubectl")
+
+
+def kubectl(*args: str, kubeconfig: Path | None = None, check: bool = True) -> str:
+    """Run the built kubectl; its stdout (stderr joins the failure message)."""
+    command = [str(kubectl_path())]
+    if kubeconfig is not None:
+        command += ["--kubeconfig", str(kubeconfig)]
+    done = subprocess.run(
+        [*command, *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+    return done.stdout
+
+
+def render(folder: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize folder`: what `kubectl apply -k folder` sends."""
+    return [doc for doc in yaml.safe_load_all(kubectl("kustomize", str(folder))) if doc]
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    return next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    deployment = find(docs, "Deployment", "tfjob-operator")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+def expand(args: list[str], env: dict[str, str]) -> list[str]:
+    """The kubelet's `$(VAR)` expansion of container args (unknown names stay as is)."""
+    return [
+        re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), arg)
+        for arg in args
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def tfjob_command() -> list[str]:
+    beside = Path(sys.executable).with_name("tfjob")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
+    return [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
+
+
+def start_operator(
+    args: list[str], kubeconfig: Path, log_path: Path, env: dict[str, str] | None = None
+) -> RunningOperator:
+    """`tfjob <args>` as the container would run it, on free local ports."""
+    health, metrics = free_port(), free_port()
+    full = [
+        *tfjob_command(),
+        *args,
+        "--kubeconfig",
+        str(kubeconfig),
+        # Later flags win: the Deployment's fixed ports would collide here.
+        f"--metrics-bind-address=127.0.0.1:{metrics}",
+        f"--health-probe-bind-address=127.0.0.1:{health}",
+        "--bind-address=127.0.0.1",
+    ]
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            full,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
+    return RunningOperator(process, log_path, health, metrics, full)
+
+
+def service_account_kubeconfig(
+    admin: Path, namespace: str, name: str, server_kubeconfig: Path, path: Path
+) -> Path:
+    """A kubeconfig holding a token of the ServiceAccount `namespace/name` (TokenRequest
+    through kubectl), so what the operator may do is decided by the applied RBAC."""
+    token = kubectl("create", "token", name, "-n", namespace, kubeconfig=admin).strip()
+    config = yaml.safe_load(server_kubeconfig.read_text())
+    config["users"] = [{"name": name, "user": {"token": token}}]
+    for context in config["contexts"]:
+        context["context"]["user"] = name
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def job_runs_to_success(jobs: Jobs, kubelet: FakeKubelet, name: str) -> None:
+    """A one-worker TFJob: the operator creates its pod and service, the pod runs and
+    succeeds, and the operator marks the job Succeeded."""
+    jobs.create(name, {"Worker": replica(1)})
+    pod = f"{name}-worker-0"
+    jobs.wait_pods({pod}, timeout=30)
+    jobs.wait_services({pod}, timeout=30)
+    kubelet.run(jobs.namespace, pod)
+    jobs.wait_condition(name, "Running", timeout=30)
+    kubelet.succeed(jobs.namespace, pod)
+    jobs.wait_condition(name, "Succeeded", timeout=30)

@@ -1,0 +1,35 @@
+"""The corpus of malformed TFJobs (corpus/<category>/<nn>-<slug>.yaml).
+
+Each file holds one TFJob that a cluster must refuse, and starts with two comment
+lines: what is wrong with it, and `# field: <name>`, a word every error report about
+it must contain (the field's name), on both runtimes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    category: str
+    what: str
+    field: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.category}/{self.path.stem}"
+
+
+def cases() -> list[Case]:
+    found = []
+    for path in sorted(CORPUS.glob("*/*.yaml")):
+        lines = path.read_text().splitlines()
+        what = lines[0].removeprefix("# ")
+        field = lines[1].removeprefix("# field: ")
+        found.append(Case(path, path.parent.name, what, field))
+    return found

@@ -1,0 +1,32 @@
+"""The corpus of malformed TFJobs, refused by the local runtime's loader.
+
+The same files go to a real API server and `tfjob run` in
+tests/kubernetes/operator/test_admission.py, which checks both give the same verdict;
+here the loader alone is checked quickly, without a control plane.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.validation.corpus import Case, cases
+from tfjob.api.errors import InvalidJob
+from tfjob.api.load import load_jobs
+
+CASES = cases()
+
+
+def test_the_corpus_covers_every_category_with_at_least_120_jobs() -> None:
+    categories = {case.category for case in CASES}
+    assert len(CASES) >= 120
+    assert categories == {"template-types", "tfjob-rules", "run-policy", "old-layout"}
+    assert all(case.what and case.field for case in CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_each_malformed_job_is_refused_naming_its_field(case: Case) -> None:
+    with pytest.raises(InvalidJob) as caught:
+        load_jobs(case.path.read_text(), str(case.path), require_image=False)
+    report = str(caught.value)
+    assert case.field in report, report
+    assert all(error.fix for error in caught.value.errors), report
