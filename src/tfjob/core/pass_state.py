@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
 from typing import Any
 
 from tfjob.api import constants as c
@@ -16,7 +15,6 @@ from tfjob.api.names import replica_key
 from tfjob.api.observed import Pod, Service
 from tfjob.api.types import JobStatus, TFJob
 from tfjob.core import conditions
-from tfjob.core.objects import PodFactory
 from tfjob.core.plan import Action, DeleteJob, Event, Plan
 from tfjob.core.settings import Settings
 
@@ -57,11 +55,6 @@ class Pass:
         settings: Settings,
     ) -> Pass:
         return cls(job, pods, services, now, settings, copy.deepcopy(job.status))
-
-    @cached_property
-    def pod_factory(self) -> PodFactory:
-        """Makes this job's pods; built once per pass, only if a pod is needed."""
-        return PodFactory(self.job, self.settings)
 
     @property
     def name(self) -> str:

@@ -229,11 +229,10 @@ def _reconcile_pods(state: Pass, rtype: str) -> None:
     for index, group in enumerate(podlib.slots(podlib.pods_of_type(state.pods, rtype), replicas)):
         if not group and index < replicas and not state.hold_pods:
             state.actions.append(
-                CreatePod.rendered_by(
-                    state.pod_factory.pod,
-                    rtype,
-                    index,
-                    object_name(state.job.metadata.name, rtype, index),
+                CreatePod(
+                    replica_type=rtype,
+                    index=index,
+                    name=object_name(state.job.metadata.name, rtype, index),
                 )
             )
             state.events += creation_events(state.job, rtype)

@@ -26,6 +26,7 @@ import msgspec
 import yaml
 
 from tfjob.api.types import TFJob, to_dict
+from tfjob.core.objects import PodRenderer
 from tfjob.core.pass_state import format_time
 from tfjob.core.plan import (
     Action,
@@ -106,7 +107,8 @@ class LocalRun:
             # before acting satisfies `status_first` whichever way the plan sets it.
             self.job.status = plan.status
             self._record(plan.events)
-            acted = [self._act(kubelet, action) for action in plan.actions]
+            pods = PodRenderer(self.job, self._settings)
+            acted = [self._act(kubelet, pods, action) for action in plan.actions]
             self._report(kubelet)
             if any(isinstance(a, DeleteJob) for a in plan.actions):
                 return
@@ -114,7 +116,7 @@ class LocalRun:
                 return
             await self._sleep(plan.requeue_after)
 
-    def _act(self, kubelet: LocalKubelet, action: Action) -> bool:
+    def _act(self, kubelet: LocalKubelet, pods: PodRenderer, action: Action) -> bool:
         """Carry out one action; False when it changed nothing (as a 404 or 409 would).
 
         Like the operator, the runtime reports the pods it created and deleted
@@ -123,7 +125,7 @@ class LocalRun:
         """
         match action:
             case CreatePod():
-                done = kubelet.create_pod(action.manifest)
+                done = kubelet.create_pod(pods.manifest(action))
                 self._outcome(done, "SuccessfulCreatePod", f"Created pod: {action.name}")
             case DeletePod():
                 done = kubelet.delete_pod(action.name)
