@@ -18,13 +18,14 @@ from tfjob.api import constants as c
 from tfjob.api.defaults import with_defaults
 from tfjob.api.names import object_name
 from tfjob.api.observed import Pod, Service
+from tfjob.api.timestamps import parse_rfc3339
 from tfjob.api.types import ReplicaStatus, TFJob
 from tfjob.api.validation import validate
 from tfjob.core import conditions, gang
 from tfjob.core import pods as podlib
 from tfjob.core.cleanup import cleanup_actions, suspend_actions
 from tfjob.core.objects import creation_events, desired_service
-from tfjob.core.pass_state import Pass, parse_time
+from tfjob.core.pass_state import Pass
 from tfjob.core.plan import (
     CreateGroup,
     CreatePod,
@@ -125,7 +126,7 @@ def _enforce_ttl(state: Pass) -> None:
         return
     if state.status.completion_time is None:
         state.status.completion_time = state.stamp
-    expires = parse_time(state.status.completion_time) + timedelta(seconds=ttl)
+    expires = parse_rfc3339(state.status.completion_time) + timedelta(seconds=ttl)
     if state.now >= expires:
         state.delete_job()
     else:

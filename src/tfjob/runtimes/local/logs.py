@@ -12,6 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tfjob.api.timestamps import rfc3339
+
 LineHandler = Callable[[str], None]
 
 _LONGEST_LINE = 1 << 20  # a "line" this long without a newline is passed on as is
@@ -29,7 +31,7 @@ class ContainerLog:
 
     def marker(self, text: str) -> None:
         """A line of tfjob's own in the file (not displayed), with the time."""
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(datetime.now(UTC))
         self._file.write(f"----- tfjob {stamp}: {text} -----\n".encode())
         self._file.flush()
 

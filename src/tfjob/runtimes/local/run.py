@@ -25,9 +25,9 @@ from pathlib import Path
 import msgspec
 import yaml
 
+from tfjob.api.timestamps import rfc3339
 from tfjob.api.types import TFJob, to_dict
 from tfjob.core.objects import PodRenderer
-from tfjob.core.pass_state import format_time
 from tfjob.core.plan import (
     Action,
     CreatePod,
@@ -187,6 +187,6 @@ def admitted(job: TFJob, namespace: str | None) -> TFJob:
             meta,
             namespace=namespace or meta.namespace or DEFAULT_NAMESPACE,
             uid=meta.uid or str(uuid.uuid4()),
-            creation_timestamp=meta.creation_timestamp or format_time(datetime.now(UTC)),
+            creation_timestamp=meta.creation_timestamp or rfc3339(datetime.now(UTC)),
         ),
     )
