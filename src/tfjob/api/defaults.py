@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from tfjob.api import constants as c
+from tfjob.api.containers import tensorflow_container
 from tfjob.api.names import canonical_type
 from tfjob.api.types import ReplicaSpec, TFJob
 
@@ -77,14 +78,7 @@ def _with_default_port(template: dict[str, Any]) -> dict[str, Any]:
         return template
     template = copy.deepcopy(template)
     containers = template["spec"]["containers"]
-    target = next(
-        (
-            ct
-            for ct in containers
-            if isinstance(ct, dict) and ct.get("name") == c.DEFAULT_CONTAINER_NAME
-        ),
-        containers[0],
-    )
+    target = tensorflow_container(template["spec"]) or containers[0]
     if not isinstance(target, dict):
         return template
     ports = target.setdefault("ports", [])

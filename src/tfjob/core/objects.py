@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from tfjob.api import constants as c
+from tfjob.api.containers import tensorflow_container
 from tfjob.api.defaults import with_defaults
 from tfjob.api.names import is_chief_or_master, label_value, object_name, replica_key
 from tfjob.api.types import TFJob
@@ -140,10 +141,9 @@ def creation_events(job: TFJob, replica_type: str) -> list[Event]:
 
 
 def _append_env(pod_spec: dict[str, Any], variable: dict[str, str]) -> None:
-    for container in pod_spec.get("containers", []):
-        if container.get("name") == c.DEFAULT_CONTAINER_NAME:
-            container.setdefault("env", []).append(variable)
-            return
+    container = tensorflow_container(pod_spec)
+    if container is not None:
+        container.setdefault("env", []).append(variable)
 
 
 def desired_service(job: TFJob, replica_type: str, index: int) -> dict[str, Any]:
@@ -179,10 +179,8 @@ def desired_service(job: TFJob, replica_type: str, index: int) -> dict[str, Any]
 
 def _tensorflow_ports(job: TFJob, replica_type: str) -> list[dict[str, Any]]:
     template = job.spec.tf_replica_specs[replica_type].template
-    for container in (template.get("spec") or {}).get("containers", []):
-        if container.get("name") == c.DEFAULT_CONTAINER_NAME:
-            return list(container.get("ports") or [])
-    return []
+    container = tensorflow_container(template.get("spec")) or {}
+    return list(container.get("ports") or [])
 
 
 def desired_objects(job: TFJob, settings: Settings) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from tfjob.api import constants as c
+from tfjob.api.containers import tensorflow_container
 from tfjob.api.names import object_name, replica_key
 from tfjob.api.types import ReplicaSpec, TFJob
 from tfjob.core.settings import Settings
@@ -27,12 +28,10 @@ def is_distributed(job: TFJob) -> bool:
 
 def replica_port(spec: ReplicaSpec) -> int:
     """The `tfjob-port` of the tensorflow container, or 2222."""
-    for container in spec.template.get("spec", {}).get("containers", []):
-        if container.get("name") != c.DEFAULT_CONTAINER_NAME:
-            continue
-        for port in container.get("ports") or []:
-            if port.get("name") == c.DEFAULT_PORT_NAME:
-                return int(port["containerPort"])
+    container = tensorflow_container(spec.template.get("spec")) or {}
+    for port in container.get("ports") or []:
+        if port.get("name") == c.DEFAULT_PORT_NAME:
+            return int(port["containerPort"])
     return c.DEFAULT_PORT
 
 
