@@ -13,6 +13,8 @@ KIND: Final = "TFJob"
 PLURAL: Final = "tfjobs"
 
 CONTROLLER_NAME: Final = "tfjob-controller"
+# The namespace of a job that names none and is given none on the command line.
+DEFAULT_NAMESPACE: Final = "default"
 MANAGED_BY_OPERATOR: Final = "kubeflow.org/training-operator"
 MANAGED_BY_MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
 MANAGED_BY_VALUES: Final = (MANAGED_BY_MULTIKUEUE, MANAGED_BY_OPERATOR)

@@ -25,6 +25,7 @@ from pathlib import Path
 import msgspec
 import yaml
 
+from tfjob.api import constants as c
 from tfjob.api.timestamps import rfc3339
 from tfjob.api.types import TFJob, to_dict
 from tfjob.core.objects import PodRenderer
@@ -44,8 +45,6 @@ from tfjob.runtimes.local.kubelet import LocalKubelet
 from tfjob.runtimes.local.ports import pick_addresses
 from tfjob.runtimes.local.services import ServiceBook
 from tfjob.runtimes.local.watchdog import Watchdog
-
-DEFAULT_NAMESPACE = "default"
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,7 @@ def admitted(job: TFJob, namespace: str | None) -> TFJob:
         job,
         metadata=msgspec.structs.replace(
             meta,
-            namespace=namespace or meta.namespace or DEFAULT_NAMESPACE,
+            namespace=namespace or meta.namespace or c.DEFAULT_NAMESPACE,
             uid=meta.uid or str(uuid.uuid4()),
             creation_timestamp=meta.creation_timestamp or rfc3339(datetime.now(UTC)),
         ),
