@@ -14,7 +14,8 @@ from pathlib import Path
 
 from tfjob.api.timestamps import rfc3339
 
-LineHandler = Callable[[str], None]
+# Called with each whole line of one container's output.
+OnContainerLine = Callable[[str], None]
 
 _LONGEST_LINE = 1 << 20  # a "line" this long without a newline is passed on as is
 
@@ -22,7 +23,7 @@ _LONGEST_LINE = 1 << 20  # a "line" this long without a newline is passed on as 
 class ContainerLog:
     """The log file of one container of one pod."""
 
-    def __init__(self, path: Path, on_line: LineHandler) -> None:
+    def __init__(self, path: Path, on_line: OnContainerLine) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file = path.open("ab")
