@@ -1,4 +1,4 @@
-"""Names and values fixed by the kubeflow.org/v1 TFJob API (spec §1.7, §3.2).
+"""Names and values fixed by the kubeflow.org/v1 TFJob API and upstream's labels.
 
 They are part of the wire contract with kubectl, Kubeflow's SDK and existing pods, so
 they live in one place and are never spelled out elsewhere.
@@ -32,7 +32,7 @@ LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
 LABEL_JOB_ROLE: Final = "training.kubeflow.org/job-role"
 JOB_ROLE_MASTER: Final = "master"
 
-# Canonical replica types, in the order upstream evaluates status (spec §6.5).
+# Canonical replica types, in the order upstream evaluates status.
 CHIEF: Final = "Chief"
 EVALUATOR: Final = "Evaluator"
 MASTER: Final = "Master"
@@ -44,7 +44,7 @@ RESTART_POLICIES: Final = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES: Final = ("All", "Running", "None")
 SUCCESS_POLICIES: Final = ("", "AllWorkers")
 
-# Condition types (spec §1.5).
+# Condition types of a job's status.
 CREATED: Final = "Created"
 RUNNING: Final = "Running"
 RESTARTING: Final = "Restarting"

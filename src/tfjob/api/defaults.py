@@ -1,4 +1,4 @@
-"""Defaulting (spec §1.7): the in-memory view of a job the core decides on.
+"""Defaulting: the in-memory view of a job the core decides on.
 
 Defaults are never written back to the stored spec (upstream writes status only), so
 this returns a new object and leaves the caller's untouched.
@@ -37,7 +37,7 @@ def with_defaults(job: TFJob) -> TFJob:
 
 
 def normalise_types(specs: dict[str, ReplicaSpec]) -> dict[str, ReplicaSpec]:
-    """Rename replica-type keys to their canonical case (§1.6).
+    """Rename replica-type keys to their canonical case (`worker` -> `Worker`).
 
     As upstream: per canonical type, the first differently-cased key found in map
     order is renamed and replaces an exact-case entry; other variants stay behind as

@@ -1,4 +1,4 @@
-"""The pods and headless services the operator creates for a job (spec §3, §4).
+"""The pods and headless services the operator creates for a job.
 
 Pure functions of the defaulted job: the same job gives byte-for-byte the same
 manifests, which is what makes `tfjob render` a faithful dry run.
@@ -57,7 +57,7 @@ def owner_reference(job: TFJob) -> dict[str, Any]:
 
 
 def is_master_role(job: TFJob, replica_type: str, index: int) -> bool:
-    """Chief/Master pods carry job-role=master; without them, worker 0 does (§3.2)."""
+    """Chief/Master pods carry job-role=master; without them, worker 0 does."""
     if any(is_chief_or_master(t) for t in job.spec.tf_replica_specs):
         return is_chief_or_master(replica_type)
     return replica_type == c.WORKER and index == 0
@@ -135,7 +135,8 @@ def desired_pod(job: TFJob, replica_type: str, index: int, settings: Settings) -
 
 
 def creation_events(job: TFJob, replica_type: str) -> list[Event]:
-    """Warnings upstream emits at each pod creation (§3.6)."""
+    """Warnings upstream emits at each pod creation (a template restartPolicy, which
+    the replica's restartPolicy overwrites)."""
     template_spec = job.spec.tf_replica_specs[replica_type].template.get("spec") or {}
     return [RESTART_POLICY_WARNING] if template_spec.get("restartPolicy") else []
 
@@ -147,7 +148,7 @@ def _append_env(pod_spec: dict[str, Any], variable: dict[str, str]) -> None:
 
 
 def desired_service(job: TFJob, replica_type: str, index: int) -> dict[str, Any]:
-    """The headless Service giving one replica its stable DNS name (§4).
+    """The headless Service giving one replica its stable DNS name.
 
     publishNotReadyAddresses lets peers resolve each other while they start up
     (upstream #1458), instead of failing until every pod is Ready.

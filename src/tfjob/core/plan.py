@@ -101,7 +101,7 @@ Action = (
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
-    """A Kubernetes Event about the job, with upstream's reason and message (§10.2)."""
+    """A Kubernetes Event about the job, with upstream's reason and message."""
 
     type: str  # "Normal" or "Warning"
     reason: str

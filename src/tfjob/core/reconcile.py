@@ -1,4 +1,4 @@
-"""One reconcile of one TFJob: observed state in, plan out (spec §5.1). Pure.
+"""One reconcile of one TFJob: observed state in, plan out. Pure.
 
 The order follows upstream's ReconcileJobs: finished jobs are only cleaned up,
 suspended jobs are emptied, failure limits are checked, then each replica type's pods
@@ -134,7 +134,7 @@ def _enforce_ttl(state: Pass) -> None:
 
 
 def _suspend(state: Pass) -> None:
-    """Suspended (§9.1): no pods, no services, Running=False, Suspended=True."""
+    """Suspended: no pods, no services, Running=False, Suspended=True."""
     state.actions += suspend_actions(state)
     _delete_groups(state)
     state.status.replica_statuses = {
@@ -176,7 +176,7 @@ def _run(state: Pass) -> None:
 
 
 def _past_limits(state: Pass) -> bool:
-    """backoffLimit and activeDeadlineSeconds (§5.6, §5.7); fails the job if exceeded.
+    """backoffLimit and activeDeadlineSeconds; fails the job if either is exceeded.
 
     (better) The Failed condition is set before cleanup, so cleanPodPolicy is honoured
     (#3419), and the deadline is enforced by a timed requeue, not by luck (#3358).
@@ -223,7 +223,7 @@ def _arm_deadline(state: Pass) -> None:
 
 
 def _reconcile_pods(state: Pass, rtype: str) -> None:
-    """Create missing pods, restart failed ones by policy, count them (§5.2)."""
+    """Create missing pods, restart failed ones by their restart policy, count them."""
     spec = state.job.spec.tf_replica_specs[rtype]
     replicas = spec.replicas or 0
     counts = ReplicaStatus()
@@ -278,7 +278,7 @@ def _handle_failed_pod(state: Pass, rtype: str, pod: Pod, code: int) -> None:
 
 
 def _reconcile_services(state: Pass, rtype: str) -> None:
-    """One headless service per index; create the missing, delete the surplus (§4)."""
+    """One headless service per index; create the missing, delete the surplus."""
     replicas = state.job.spec.tf_replica_specs[rtype].replicas or 0
     present: dict[int, str] = {}
     for service in state.services:
@@ -303,8 +303,9 @@ def _observed_group(state: Pass, api_version: str, kind: str) -> dict[str, Any] 
 
 
 def _sync_groups(state: Pass) -> None:
-    """Gang scheduling (§8): create the job's missing group objects before its pods;
-    with Volcano, create no pod until Volcano has admitted the group (§8.3)."""
+    """Gang scheduling: create the job's missing group objects before its pods; with
+    Volcano, create no pod until Volcano has admitted the group (its PodGroup left
+    Pending)."""
     scheduler = state.settings.gang_scheduler_name
     for manifest in gang.group_objects(state.job, scheduler):
         kind = next(k for k in gang.group_kinds(scheduler) if k.kind == manifest["kind"])
@@ -317,7 +318,7 @@ def _sync_groups(state: Pass) -> None:
 
 
 def _delete_groups(state: Pass) -> None:
-    """A finished or suspended job gives its group objects back (§8.5), newest first."""
+    """A finished or suspended job gives its group objects back, newest first."""
     for kind in reversed(gang.group_kinds(state.settings.gang_scheduler_name)):
         observed = _observed_group(state, kind.api_version, kind.kind)
         # Not again while it goes (a native PodGroup waits on its finalizer).
