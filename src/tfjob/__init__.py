@@ -8,11 +8,12 @@ installed distributions, which `tfjob run` need not pay).
 from __future__ import annotations
 
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 
 
 @cache
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # ~20 ms: only if asked
+
     try:
         return version("tfjob")
     except PackageNotFoundError:  # a source tree on sys.path, never installed
