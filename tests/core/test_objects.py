@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.core.builders import UID, actions_of, job, replica, run
+from tests.support.builders import UID, actions_of, job, replica, run
 from tfjob.api.defaults import with_defaults
 from tfjob.core.objects import desired_objects, desired_pod, desired_service
 from tfjob.core.plan import CreatePod

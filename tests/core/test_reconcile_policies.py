@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.core.builders import (
+from tests.support.builders import (
     actions_of,
     advance,
     condition_types,
