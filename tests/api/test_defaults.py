@@ -1,4 +1,4 @@
-"""Defaulting (spec §1.7): upstream's TestSetTypeNames and TestSetDefaultTFJob."""
+"""Defaulting, case by case as upstream's TestSetTypeNames and TestSetDefaultTFJob."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reconcile scenarios: creation, restarts, status conditions (spec §5, §6, §13.1)."""
+"""Reconcile scenarios: creation, restarts, status conditions."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Run policies: backoffLimit, activeDeadlineSeconds, TTL, cleanPodPolicy, suspend,
-managedBy, and invalid jobs (spec §5.6, §5.7, §7, §9, §2)."""
+managedBy, and invalid jobs."""
 
 from __future__ import annotations
 

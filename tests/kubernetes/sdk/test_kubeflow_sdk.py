@@ -2,7 +2,7 @@
 
 A user with an existing Kubeflow workflow builds a ``TrainingClient(job_kind="TFJob")``
 and calls create/get/list/wait/update/delete on it; nothing in the SDK may need to
-change (tfjob.md §11.3). Everything here is real: the SDK talks to a real
+change. Everything here is real: the SDK talks to a real
 kube-apiserver through the kubernetes client, our operator runs as a subprocess with
 its ServiceAccount's RBAC, and the pods run on the test cluster: kube-scheduler binds
 them to a kwok node, kwok runs them and ends them with the exit code a test asks for,
@@ -220,7 +220,7 @@ def test_job_created_without_run_policy_is_readable(
     """kubectl-style create of a minimal manifest: no runPolicy at all.
 
     The SDK's model rejects ``run_policy=None``; upstream's operator never persists a
-    default, so the SDK cannot read such jobs there (tfjob.md §11.3). Ours can.
+    default, so the SDK cannot read such jobs there. Ours can.
     """
     from kubernetes import client as k8s
     from kubernetes import config
