@@ -14,7 +14,8 @@ from typing import Any
 
 from lightkube import codecs
 
-from tests.kubernetes.operator.cluster import (
+from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, KwokPods
+from tests.support.operators import (
     IMAGE,
     Jobs,
     Operators,
@@ -22,7 +23,6 @@ from tests.kubernetes.operator.cluster import (
     replica,
     wait_for,
 )
-from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, KwokPods
 from tfjob.api.containers import tensorflow_container
 
 
