@@ -2,7 +2,7 @@
 
 Each scenario runs on a fresh control plane (tests/support/controlplane.py) with
 `tfjob operator` as a subprocess and a thread playing the kubelet for every pod
-(AutoKubelet from the chaos tests). It prints how long the jobs took to converge and
+(tests/support/auto_kubelet.py). It prints how long the jobs took to converge and
 a verdict on what must hold exactly:
 1. kill - N TFJobs x 2 workers created in 4 batches while the operator is SIGKILLed
    3 times at random moments and restarted: every job Succeeded, exactly 2N pods and
@@ -38,7 +38,7 @@ from lightkube import Client, codecs
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.resources.core_v1 import Namespace, Pod, Service
 
-from tests.kubernetes.chaos.conftest import playing_kubelet
+from tests.support.auto_kubelet import playing_kubelet
 from tests.support.controlplane import (
     MANIFESTS_BASE,
     ControlPlane,

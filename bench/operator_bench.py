@@ -56,6 +56,7 @@ from tests.support.controlplane import (
     load_manifest,
 )
 from tfjob.api.types import TFJob
+from tfjob.core.objects import PodRenderer, pod_manifest
 from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
@@ -319,13 +320,14 @@ async def plain_throughput(client: KubeClient, plane: ControlPlane, jobs: int) -
         while (raw := await submitted.get()) is not None:
             job = msgspec.json.decode(raw, type=TFJob)
             plan = reconcile(job, [], [], datetime.now(UTC), settings)
-            creates = [a for a in plan.actions if isinstance(a, CreatePod | CreateService)]
+            pods = PodRenderer(job, settings)
             await asyncio.gather(
                 *(
-                    client.create(
-                        PODS if isinstance(a, CreatePod) else SERVICES, namespace, a.manifest
-                    )
-                    for a in creates
+                    client.create(PODS, namespace, pods.manifest(a))
+                    if isinstance(a, CreatePod)
+                    else client.create(SERVICES, namespace, a.manifest)
+                    for a in plan.actions
+                    if isinstance(a, CreatePod | CreateService)
                 )
             )
 
@@ -486,7 +488,8 @@ def realistic_pod(i: int) -> dict[str, Any]:
     job = msgspec.json.decode(msgspec.json.encode(tfjob("j", "ns")), type=TFJob)
     job.metadata.uid = "0b5c6f0e-5a8e-4d4e-9f43-7a6f5c1d2e3f"
     plan = reconcile(job, [], [], datetime.now(UTC), Settings())
-    pod: dict[str, Any] = next(a for a in plan.actions if isinstance(a, CreatePod)).manifest
+    create = next(a for a in plan.actions if isinstance(a, CreatePod))
+    pod: dict[str, Any] = pod_manifest(job, create, Settings())
     now = "2026-01-01T00:00:00Z"
     pod["metadata"].update(
         name=f"j{i}-worker-0",

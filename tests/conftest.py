@@ -1,9 +1,19 @@
 """Shared pytest set-up for every suite.
 
-Only one thing lives here: the repository root goes on ``sys.path`` so test helpers
-import as ``tests.support...`` / ``tests.core...`` whether pytest is started as
-``pytest`` or ``python -m pytest`` and whatever the import mode. Suite-specific
-fixtures belong in the suite's own conftest (e.g. tests/kubernetes/conftest.py).
+Two things live here:
+
+- The repository root goes on ``sys.path`` so test helpers import as
+  ``tests.support...`` whether pytest is started as ``pytest`` or ``python -m pytest``
+  and whatever the import mode.
+- Markers by fixture use: a test is marked ``controlplane`` exactly when it uses,
+  directly or through other fixtures, the ``control_plane`` fixture (it starts a real
+  kube-apiserver and etcd); ``tensorflow`` when it needs a ``python3`` that imports
+  tensorflow; ``image`` when it builds the container image. So
+  ``-m "not controlplane"`` runs every test that needs no API server, wherever its
+  file sits, and ``-m controlplane`` every test that starts one.
+
+Suite-specific fixtures belong in the suite's own conftest (e.g.
+tests/kubernetes/conftest.py).
 """
 
 from __future__ import annotations
@@ -11,6 +21,25 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+# fixture name -> marker; ``item.fixturenames`` holds the transitive closure, so a
+# test that asks for ``jobs`` (which asks for ``kube`` ... ``control_plane``) counts.
+MARKER_BY_FIXTURE = {
+    "control_plane": "controlplane",
+    "tensorflow_check": "tensorflow",
+    "image": "image",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by the fixtures it uses (see the module docstring)."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in MARKER_BY_FIXTURE.items():
+            if fixture in used:
+                item.add_marker(getattr(pytest.mark, marker))

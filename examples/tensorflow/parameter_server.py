@@ -73,7 +73,7 @@ def coordinate(
     """Chief: build the model on the PS, schedule steps on the workers, checkpoint."""
     cluster = resolver.cluster_spec().as_dict()
     num_ps, num_workers = len(cluster.get("ps", [])), len(cluster.get("worker", []))
-    # The operator lists the evaluator in every TF_CONFIG (spec §3.5, as upstream does),
+    # The operator lists the evaluator in every TF_CONFIG (as Kubeflow's operator does),
     # but the coordinator connects to *every* task of its cluster and would wait forever
     # for the evaluator, which runs no server. So the coordinator gets the same cluster
     # minus the evaluator.

@@ -1,10 +1,10 @@
-"""Defaulting (spec §1.7): upstream's TestSetTypeNames and TestSetDefaultTFJob."""
+"""Defaulting, case by case as upstream's TestSetTypeNames and TestSetDefaultTFJob."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.core.builders import container, job, replica
+from tests.support.builders import container, job, replica
 from tfjob.api.defaults import with_defaults
 
 PORT = {"name": "tfjob-port", "containerPort": 2222}

@@ -1,4 +1,4 @@
-"""Loading TFJobs from YAML/JSON, and every kind of bad input (spec §2, issue list)."""
+"""Loading TFJobs from YAML/JSON, and every kind of bad input, named by its field."""
 
 from __future__ import annotations
 

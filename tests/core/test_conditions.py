@@ -1,4 +1,4 @@
-"""The condition state machine (spec §6.1, upstream TestUpdateJobConditions)."""
+"""The condition state machine (the cases of upstream's TestUpdateJobConditions)."""
 
 from __future__ import annotations
 

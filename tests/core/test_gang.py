@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.core.builders import NOW, actions_of, advance, job, pods, replica, run, services
+from tests.support.builders import NOW, actions_of, advance, job, pods, replica, run, services
+from tfjob.api.types import TFJob
 from tfjob.core import gang
+from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import CreateGroup, CreatePod, DeleteGroup
 from tfjob.core.settings import Settings
 
@@ -43,8 +45,10 @@ def _groups(plan: Any) -> list[dict[str, Any]]:
     return [a.manifest for a in actions_of(plan, CreateGroup)]
 
 
-def _pod_manifests(plan: Any) -> list[dict[str, Any]]:
-    return [a.manifest for a in actions_of(plan, CreatePod)]
+def _pod_manifests(plan: Any, tfjob: TFJob, scheduler: str = "") -> list[dict[str, Any]]:
+    """The pods the plan creates, rendered as a runtime does."""
+    renderer = PodRenderer(tfjob, _settings(scheduler))
+    return [renderer.manifest(a) for a in actions_of(plan, CreatePod)]
 
 
 class TestBackendChoice:
@@ -63,9 +67,10 @@ class TestBackendChoice:
         assert gang.backend(name) is expected
 
     def test_off_means_no_groups_and_untouched_pods(self) -> None:
-        plan = run(job(Worker=replica(2)))
+        tfjob = job(Worker=replica(2))
+        plan = run(tfjob)
         assert _groups(plan) == []
-        assert all("schedulerName" not in m["spec"] for m in _pod_manifests(plan))
+        assert all("schedulerName" not in m["spec"] for m in _pod_manifests(plan, tfjob))
 
 
 class TestNative:
@@ -114,8 +119,9 @@ class TestNative:
         assert group["spec"]["priorityClassName"] == "high"
 
     def test_pods_join_the_group_and_get_the_scheduler(self) -> None:
-        plan = run(job(Worker=replica(2)), settings=_settings("default-scheduler"))
-        for manifest in _pod_manifests(plan):
+        tfjob = job(Worker=replica(2))
+        plan = run(tfjob, settings=_settings("default-scheduler"))
+        for manifest in _pod_manifests(plan, tfjob, "default-scheduler"):
             assert manifest["spec"]["schedulerName"] == "default-scheduler"
             assert manifest["spec"]["schedulingGroup"] == {"podGroupName": "test-tfjob"}
 
@@ -184,7 +190,7 @@ class TestVolcano:
         admitted = [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                      "status": {"phase": "Inqueue"}}]  # fmt: skip
         plan = gang_run(advance(tfjob, plan), "volcano", admitted)
-        manifests = _pod_manifests(plan)
+        manifests = _pod_manifests(plan, tfjob, "volcano")
         assert len(manifests) == 2
         for manifest in manifests:
             assert manifest["spec"]["schedulerName"] == "volcano"
@@ -196,7 +202,8 @@ class TestVolcano:
 
 class TestKubeBatch:
     def test_pod_group_min_member_is_every_replica(self) -> None:
-        plan = run(job(Worker=replica(3), PS=replica(1)), settings=_settings("kube-batch"))
+        tfjob = job(Worker=replica(3), PS=replica(1))
+        plan = run(tfjob, settings=_settings("kube-batch"))
         (group,) = _groups(plan)
         assert group == {
             "apiVersion": "scheduling.incubator.k8s.io/v1alpha1",
@@ -204,7 +211,7 @@ class TestKubeBatch:
             "metadata": {"name": "test-tfjob", "namespace": "default", "ownerReferences": [OWNER]},
             "spec": {"minMember": 4},
         }
-        for manifest in _pod_manifests(plan):
+        for manifest in _pod_manifests(plan, tfjob, "kube-batch"):
             assert manifest["spec"]["schedulerName"] == "kube-batch"
             assert manifest["metadata"]["annotations"] == {
                 "scheduling.k8s.io/group-name": "test-tfjob"
@@ -214,7 +221,10 @@ class TestKubeBatch:
     def test_another_scheduler_is_kept_with_the_seed_warning(self) -> None:
         tfjob = job(Worker=replica(2), PS=replica(1, schedulerName="my-scheduler"))
         plan = run(tfjob, settings=_settings("kube-batch"))
-        names = {m["metadata"]["name"]: m["spec"]["schedulerName"] for m in _pod_manifests(plan)}
+        names = {
+            m["metadata"]["name"]: m["spec"]["schedulerName"]
+            for m in _pod_manifests(plan, tfjob, "kube-batch")
+        }
         assert names == {
             "test-tfjob-ps-0": "my-scheduler",
             "test-tfjob-worker-0": "kube-batch",
@@ -250,7 +260,7 @@ class TestSchedulerPlugins:
                 "scheduleTimeoutSeconds": 60,
             },
         }
-        for manifest in _pod_manifests(plan):
+        for manifest in _pod_manifests(plan, tfjob, "scheduler-plugins-scheduler"):
             assert manifest["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
             assert manifest["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "test-tfjob"
 

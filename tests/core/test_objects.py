@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
-from tests.core.builders import UID, actions_of, job, replica, run
+from tests.support.builders import UID, actions_of, job, replica, run
 from tfjob.api.defaults import with_defaults
-from tfjob.core.objects import desired_objects, desired_pod, desired_service
+from tfjob.core.objects import (
+    PodRenderer,
+    desired_objects,
+    desired_pod,
+    desired_service,
+    pod_manifest,
+)
 from tfjob.core.plan import CreatePod
 from tfjob.core.settings import Settings
 
@@ -46,11 +53,13 @@ def test_pod_labels_owner_and_tf_config() -> None:
     ],
 )
 def test_job_role_master(specs: dict[str, dict[str, object]], master_pods: set[str]) -> None:
-    plan = run(job(**specs))
+    tfjob = job(**specs)
+    renderer = PodRenderer(tfjob, Settings())
     marked = {
         a.name
-        for a in actions_of(plan, CreatePod)
-        if a.manifest["metadata"]["labels"].get("training.kubeflow.org/job-role") == "master"
+        for a in actions_of(run(tfjob), CreatePod)
+        if renderer.manifest(a)["metadata"]["labels"].get("training.kubeflow.org/job-role")
+        == "master"
     }
     assert marked == master_pods
 
@@ -65,9 +74,10 @@ def test_restart_policy_mapping(policy: str, pod_policy: str) -> None:
 
 
 def test_template_restart_policy_is_overwritten_with_a_warning() -> None:
-    plan = run(job(Worker=replica(1, restart="OnFailure", restartPolicy="Always")))
+    tfjob = job(Worker=replica(1, restart="OnFailure", restartPolicy="Always"))
+    plan = run(tfjob)
     (create,) = actions_of(plan, CreatePod)
-    assert create.manifest["spec"]["restartPolicy"] == "OnFailure"
+    assert pod_manifest(tfjob, create, Settings())["spec"]["restartPolicy"] == "OnFailure"
     assert [(e.type, e.reason) for e in plan.events] == [("Warning", "SetPodTemplateRestartPolicy")]
 
 
@@ -161,3 +171,17 @@ def test_dist_mnist_renders_six_pods_and_six_services() -> None:
         f"dist-mnist-for-e2e-test-{t}-{i}" for t, n in (("ps", 2), ("worker", 4)) for i in range(n)
     ]
     assert names == [("Pod", n) for n in expected] + [("Service", n) for n in expected]
+
+
+def test_a_plan_is_plain_data_and_its_pods_render_from_the_job() -> None:
+    """Two reconciles of one job give equal plans that survive a JSON round trip, and
+    a CreatePod renders to the same manifest as the job's desired pod."""
+    tfjob = job(Worker=replica(2), PS=replica(1))
+    first, second = run(tfjob), run(tfjob)
+    assert first.actions == second.actions
+    creates = actions_of(first, CreatePod)
+    assert msgspec.json.decode(msgspec.json.encode(creates), type=list[CreatePod]) == creates
+    worker = next(a for a in creates if a.name == "test-tfjob-worker-1")
+    assert pod_manifest(tfjob, worker, Settings()) == desired_pod(
+        with_defaults(tfjob), "Worker", 1, Settings()
+    )

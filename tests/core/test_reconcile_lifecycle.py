@@ -1,10 +1,10 @@
-"""Reconcile scenarios: creation, restarts, status conditions (spec §5, §6, §13.1)."""
+"""Reconcile scenarios: creation, restarts, status conditions."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.core.builders import (
+from tests.support.builders import (
     NOW,
     actions_of,
     advance,

@@ -1,11 +1,11 @@
 """Run policies: backoffLimit, activeDeadlineSeconds, TTL, cleanPodPolicy, suspend,
-managedBy, and invalid jobs (spec §5.6, §5.7, §7, §9, §2)."""
+managedBy, and invalid jobs."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.core.builders import (
+from tests.support.builders import (
     actions_of,
     advance,
     condition_types,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.core.builders import job, replica, with_spec
+from tests.support.builders import job, replica, with_spec
 from tfjob.api.defaults import with_defaults
 from tfjob.api.types import TFJob
 from tfjob.core.settings import Settings

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -36,4 +38,5 @@ def test_python_dash_m() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "tfjob", "--version"], capture_output=True, text=True, check=True
     )
-    assert out.stdout.startswith("tfjob, version ")
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert out.stdout == f"tfjob, version {pyproject['project']['version']}\n"

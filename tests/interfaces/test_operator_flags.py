@@ -12,7 +12,7 @@ import structlog
 from click.testing import CliRunner, Result
 
 from tfjob.interfaces import operator_command
-from tfjob.runtimes.kubernetes import logs
+from tfjob.runtimes.kubernetes import logging_setup
 from tfjob.runtimes.kubernetes.operator import OperatorOptions
 
 #: The args of Kubeflow's own Deployment (v1.9 manifests plus its common options).
@@ -44,7 +44,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[OperatorOptions, str,
         seen.append((options, setup["level"], setup["fmt"]))
         return 0
 
-    monkeypatch.setattr(operator_command.logs, "configure", configure)
+    monkeypatch.setattr(operator_command.logging_setup, "configure", configure)
     monkeypatch.setattr(operator_command, "run", run)
     return seen
 
@@ -134,13 +134,13 @@ def test_log_format_defaults_to_json_off_a_terminal_and_follows_zap_encoder(
     assert invoke("--zap-encoder=console").exit_code == 0
     assert invoke("--zap-encoder=json", "--log-format=text").exit_code == 0
     assert [fmt for _options, _level, fmt in started] == [None, "text", "text"]
-    assert logs.default_format() == "json"  # pytest's stderr is not a terminal
+    assert logging_setup.default_format() == "json"  # pytest's stderr is not a terminal
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_log_lines_in_each_format(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
     try:
-        logs.configure("info", fmt)
+        logging_setup.configure("info", fmt)
         structlog.get_logger("t").info("caches synced", tfjobs=3)
     finally:
         structlog.reset_defaults()

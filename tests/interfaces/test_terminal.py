@@ -8,7 +8,7 @@ import pty
 import subprocess
 from pathlib import Path
 
-from tests.interfaces.cli import RUN_LIMIT, TFJOB, job, replica, tfjob, write
+from tests.support.tfjob_cli import RUN_LIMIT, TFJOB, job, replica, tfjob, write
 
 _JOB = job("shown", Worker=replica("print('hello')", replicas=2))
 _JOB["spec"]["successPolicy"] = "AllWorkers"  # wait for both, not just worker-0

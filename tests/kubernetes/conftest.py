@@ -33,8 +33,18 @@ gets a fresh namespace for isolation. Contracts, for test writers:
 - ``kwok`` (function): one default-size kwok node (via ``nodes``) and a ``KwokPods``:
   ``kwok.wait_running(namespace, count, labels)`` and ``kwok.end(namespace, pod,
   exit_code, reason)``.
+- ``operators`` (function): starts ``tfjob operator`` subprocesses on demand, as the
+  operator's ServiceAccount (so RBAC from manifests/base is exercised), each watching
+  only the test's namespace (namespaces of earlier tests linger, Terminating, without
+  a controller-manager). Every operator still running at the end gets SIGTERM and
+  must exit 0 within 20 s: every test also checks the graceful shutdown.
+- ``operator`` (function): one operator for the test's namespace, ready (``/readyz``).
+- ``jobs`` (function): the test's namespace through an admin client - create TFJobs,
+  read them, list pods/services/events, wait for conditions (tests/support/operators.py).
 
-Every test here is marked ``controlplane`` (deselect with ``-m "not controlplane"``).
+A test that uses ``control_plane`` (directly or through any fixture above) is marked
+``controlplane`` (tests/conftest.py); the pure tests here are not, so
+``-m "not controlplane"`` runs them.
 When one fails, the apiserver's and etcd's log tails are added to its report.
 """
 
@@ -69,9 +79,9 @@ from tests.support.controlplane import (
     tfjob_resource,
 )
 from tests.support.kubelet import FakeKubelet
+from tests.support.operators import Jobs, Operators, RunningOperator
 
-_HERE = Path(__file__).resolve().parent
-GANG_CRDS = _HERE.parents[1] / "tests" / "support" / "crds"
+GANG_CRDS = Path(__file__).resolve().parents[2] / "tests" / "support" / "crds"
 _ASSETS = pytest.StashKey[Assets | ControlPlaneUnavailable]()
 _PLANE = pytest.StashKey[ControlPlane]()
 _CLUSTER = pytest.StashKey[Cluster]()
@@ -79,17 +89,6 @@ _CLUSTER = pytest.StashKey[Cluster]()
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
-
-
-def _is_here(item: pytest.Item) -> bool:
-    return _HERE in Path(str(item.path)).resolve().parents
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark this suite ``controlplane`` so it can be selected or deselected as a whole."""
-    for item in items:
-        if _is_here(item):
-            item.add_marker(pytest.mark.controlplane)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -125,8 +124,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """Attach the control plane's log tails to the report of a failed test."""
+    """Keep the call's report on the item (the ``operators`` fixture reads it) and
+    attach the control plane's log tails to the report of a failed test."""
     report: Any = yield
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]
     plane = item.config.stash.get(_PLANE, None)
     if report.failed and plane is not None and "control_plane" in getattr(item, "fixturenames", ()):
         report.sections.append(("control plane logs", plane.log_tails(60)))
@@ -282,3 +284,33 @@ def kwok(nodes: Nodes, kube: Client) -> KwokPods:
     """Room for small jobs on one kwok node, and a handle to wait for and end pods."""
     nodes.add(1)
     return KwokPods(kube)
+
+
+@pytest.fixture
+def operators(
+    operator_kubeconfig: Path,
+    rbac_installed: None,
+    crd_installed: Any,
+    namespace: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[Operators]:
+    group = Operators(operator_kubeconfig, namespace, tmp_path)
+    yield group
+    failed = getattr(request.node, "rep_call", None)
+    if failed is not None and failed.failed:
+        for running in group.started:
+            print(f"--- operator log ({' '.join(running.args[-6:])}) ---\n{running.log_tail(80)}")
+    codes = [(r.stop(), r) for r in group.started if r.process.returncode is None]
+    for code, running in codes:
+        assert code == 0, f"operator exited {code} on SIGTERM:\n{running.log_tail()}"
+
+
+@pytest.fixture
+def operator(operators: Operators) -> RunningOperator:
+    return operators.start()
+
+
+@pytest.fixture
+def jobs(kube: Client, namespace: str, crd_installed: Any) -> Jobs:
+    return Jobs(kube, namespace)

@@ -24,9 +24,9 @@ import pytest
 import yaml
 from lightkube import Client
 
-from tests.kubernetes.install import REPO_ROOT, free_port, job_runs_to_success
-from tests.kubernetes.operator.cluster import Jobs, RunningOperator
+from tests.support.install import REPO_ROOT, free_port, job_runs_to_success
 from tests.support.kubelet import FakeKubelet
+from tests.support.operators import Jobs, RunningOperator
 
 SCRIPT = REPO_ROOT / "scripts" / "image.sh"
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]

@@ -20,7 +20,8 @@ import pytest
 import yaml
 from lightkube import Client
 
-from tests.kubernetes.install import (
+from tests.support.controlplane import ControlPlane
+from tests.support.install import (
     OVERLAYS,
     REPO_ROOT,
     expand,
@@ -32,9 +33,8 @@ from tests.kubernetes.install import (
     service_account_kubeconfig,
     start_operator,
 )
-from tests.kubernetes.operator.cluster import Jobs, RunningOperator
-from tests.support.controlplane import ControlPlane
 from tests.support.kubelet import FakeKubelet
+from tests.support.operators import Jobs, RunningOperator
 
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
 

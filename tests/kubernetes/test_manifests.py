@@ -174,7 +174,7 @@ def test_printer_columns_show_the_last_condition_type(
 
 
 def test_run_policy_is_always_stored(kube: Client, crd_installed: Any, namespace: str) -> None:
-    """Kubeflow's SDK cannot read a TFJob without spec.runPolicy (tfjob.md §11.3)."""
+    """Kubeflow's SDK cannot read a TFJob without spec.runPolicy, so the CRD defaults it."""
     stored = create(crd_installed, kube, namespace, tfjob("no-run-policy"))
     assert stored["spec"]["runPolicy"] == {"suspend": False}
     # And as read back, not just as returned by the create.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.harness import Harness
+from tests.support.local_harness import Harness
 
 
 @pytest.fixture

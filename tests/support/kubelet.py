@@ -9,8 +9,8 @@ cannot come back under ``restartPolicy: Never``, and so on). Everything else in 
 tests - the API server, its validation and defaulting, RBAC, watches, the operator -
 is real.
 
-Containers: the operator only looks at the container named ``tensorflow`` (tfjob.md
-§1.7), so each method takes ``container="tensorflow"`` and gives that container the
+Containers: the operator only looks at the container named ``tensorflow`` (as
+Kubeflow's does), so each method takes ``container="tensorflow"`` and gives that container the
 requested state. Other containers in the pod get a plausible companion state (running
 while the pod runs, terminated with exit code 0 once it ends).
 """

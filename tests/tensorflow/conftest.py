@@ -18,7 +18,7 @@ _IMPORT_LIMIT = 180.0  # seconds; importing tensorflow takes several on a busy m
 
 
 @pytest.fixture(scope="session")
-def _tensorflow_check() -> str | None:
+def tensorflow_check() -> str | None:
     """None if `python3` on PATH imports tensorflow, else why not."""
     python = shutil.which("python3")
     if python is None:
@@ -40,9 +40,9 @@ def _tensorflow_check() -> str | None:
 
 
 @pytest.fixture(autouse=True)
-def _require_tensorflow(_tensorflow_check: str | None) -> None:
-    if _tensorflow_check is None:
+def _require_tensorflow(tensorflow_check: str | None) -> None:
+    if tensorflow_check is None:
         return
     if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true and {_tensorflow_check}")
-    pytest.skip(_tensorflow_check)
+        pytest.fail(f"CI=true and {tensorflow_check}")
+    pytest.skip(tensorflow_check)

@@ -25,8 +25,6 @@ from typing import Any
 import psutil
 import pytest
 
-pytestmark = pytest.mark.tensorflow
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tensorflow"
 TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
 RUN_LIMIT = 300.0  # seconds for one job; they take 10-60 s on 2 cores

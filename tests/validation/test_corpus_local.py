@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.validation.corpus import Case, cases
+from tests.support.corpus import Case, cases
 from tfjob.api.errors import InvalidJob
 from tfjob.api.load import load_jobs
 

@@ -1,4 +1,4 @@
-"""Names and values fixed by the kubeflow.org/v1 TFJob API (spec §1.7, §3.2).
+"""Names and values fixed by the kubeflow.org/v1 TFJob API and upstream's labels.
 
 They are part of the wire contract with kubectl, Kubeflow's SDK and existing pods, so
 they live in one place and are never spelled out elsewhere.
@@ -13,6 +13,8 @@ KIND: Final = "TFJob"
 PLURAL: Final = "tfjobs"
 
 CONTROLLER_NAME: Final = "tfjob-controller"
+# The namespace of a job that names none and is given none on the command line.
+DEFAULT_NAMESPACE: Final = "default"
 MANAGED_BY_OPERATOR: Final = "kubeflow.org/training-operator"
 MANAGED_BY_MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
 MANAGED_BY_VALUES: Final = (MANAGED_BY_MULTIKUEUE, MANAGED_BY_OPERATOR)
@@ -30,7 +32,7 @@ LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
 LABEL_JOB_ROLE: Final = "training.kubeflow.org/job-role"
 JOB_ROLE_MASTER: Final = "master"
 
-# Canonical replica types, in the order upstream evaluates status (spec §6.5).
+# Canonical replica types, in the order upstream evaluates status.
 CHIEF: Final = "Chief"
 EVALUATOR: Final = "Evaluator"
 MASTER: Final = "Master"
@@ -42,7 +44,7 @@ RESTART_POLICIES: Final = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES: Final = ("All", "Running", "None")
 SUCCESS_POLICIES: Final = ("", "AllWorkers")
 
-# Condition types (spec §1.5).
+# Condition types of a job's status.
 CREATED: Final = "Created"
 RUNNING: Final = "Running"
 RESTARTING: Final = "Restarting"

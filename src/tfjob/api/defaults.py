@@ -1,4 +1,4 @@
-"""Defaulting (spec §1.7): the in-memory view of a job the core decides on.
+"""Defaulting: the in-memory view of a job the core decides on.
 
 Defaults are never written back to the stored spec (upstream writes status only), so
 this returns a new object and leaves the caller's untouched.
@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from tfjob.api import constants as c
+from tfjob.api.containers import tensorflow_container
 from tfjob.api.names import canonical_type
 from tfjob.api.types import ReplicaSpec, TFJob
 
@@ -36,7 +37,7 @@ def with_defaults(job: TFJob) -> TFJob:
 
 
 def normalise_types(specs: dict[str, ReplicaSpec]) -> dict[str, ReplicaSpec]:
-    """Rename replica-type keys to their canonical case (§1.6).
+    """Rename replica-type keys to their canonical case (`worker` -> `Worker`).
 
     As upstream: per canonical type, the first differently-cased key found in map
     order is renamed and replaces an exact-case entry; other variants stay behind as
@@ -77,14 +78,7 @@ def _with_default_port(template: dict[str, Any]) -> dict[str, Any]:
         return template
     template = copy.deepcopy(template)
     containers = template["spec"]["containers"]
-    target = next(
-        (
-            ct
-            for ct in containers
-            if isinstance(ct, dict) and ct.get("name") == c.DEFAULT_CONTAINER_NAME
-        ),
-        containers[0],
-    )
+    target = tensorflow_container(template["spec"]) or containers[0]
     if not isinstance(target, dict):
         return template
     ports = target.setdefault("ports", [])

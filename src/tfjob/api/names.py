@@ -1,4 +1,4 @@
-"""How replica types and generated objects are named (spec §1.6, §3.1).
+"""How replica types and generated objects are named, as upstream names them.
 
 These names are part of the API contract: pods, services, labels and TF_CONFIG keys
 all use them, and users' tooling looks them up.

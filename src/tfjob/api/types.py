@@ -84,7 +84,7 @@ class JobStatus(_Wire):
     last_reconcile_time: str | None = None
     # tfjob extension: restarts the operator made (pod recreations plus the in-place
     # restarts of the pods it replaced). Kept in status so that backoffLimit counts
-    # every restart and survives operator restarts (spec "does better" #2).
+    # every restart and survives operator restarts (upstream #2342, #1589).
     restart_count: int = 0
     # tfjob extension: UIDs of the failed pods already counted in `restart_count`
     # whose replacement is under way. A failure is counted in the same status write

@@ -1,4 +1,4 @@
-"""Validation (spec §2.1, plus the checks upstream lacks): every problem, at once.
+"""Validation (upstream's webhook checks, plus the ones it lacks): every problem, at once.
 
 Runs on the job as stored (before defaulting), like upstream's webhook. Beyond the
 webhook it rejects what would otherwise fail later or silently: unknown restart or

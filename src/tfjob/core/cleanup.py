@@ -1,4 +1,4 @@
-"""Deleting pods and services when a job finishes or is suspended (spec §7, §9.1)."""
+"""Deleting pods and services when a job finishes (by cleanPodPolicy) or is suspended."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The job-condition state machine (spec §6.1, §6.9), as pure list transformations.
+"""The job-condition state machine, as pure list transformations.
 
 Upstream's rules, plus one fix: a job never ends both Succeeded and Failed
 (Failed is sticky, and so is Succeeded).

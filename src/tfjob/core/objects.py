@@ -1,4 +1,4 @@
-"""The pods and headless services the operator creates for a job (spec §3, §4).
+"""The pods and headless services the operator creates for a job.
 
 Pure functions of the defaulted job: the same job gives byte-for-byte the same
 manifests, which is what makes `tfjob render` a faithful dry run.
@@ -6,15 +6,18 @@ manifests, which is what makes `tfjob render` a faithful dry run.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 import msgspec
 
 from tfjob.api import constants as c
+from tfjob.api.containers import tensorflow_container
+from tfjob.api.defaults import with_defaults
 from tfjob.api.names import is_chief_or_master, label_value, object_name, replica_key
 from tfjob.api.types import TFJob
 from tfjob.core import gang
-from tfjob.core.plan import Event
+from tfjob.core.plan import CreatePod, Event
 from tfjob.core.settings import Settings
 from tfjob.core.tfconfig import TFConfigs
 
@@ -54,24 +57,40 @@ def owner_reference(job: TFJob) -> dict[str, Any]:
 
 
 def is_master_role(job: TFJob, replica_type: str, index: int) -> bool:
-    """Chief/Master pods carry job-role=master; without them, worker 0 does (§3.2)."""
+    """Chief/Master pods carry job-role=master; without them, worker 0 does."""
     if any(is_chief_or_master(t) for t in job.spec.tf_replica_specs):
         return is_chief_or_master(replica_type)
     return replica_type == c.WORKER and index == 0
 
 
-class PodFactory:
-    """Makes the pods of one defaulted job, sharing the work all its pods have in common
-    (the encoded TF_CONFIG cluster, each replica type's encoded template)."""
+class PodRenderer:
+    """Renders the pods of one job: the manifests of a plan's `CreatePod` actions.
+
+    `job` is the job the plan was made from, as given to `reconcile` (defaulted here,
+    as the core does). Build one per plan and ask it for each manifest as the pod is
+    created: the work all pods share (the TF_CONFIG cluster, encoded once; each replica
+    type's template) is done once, on the first manifest, and no more than one pod's
+    copy of the cluster is held at a time.
+    """
 
     def __init__(self, job: TFJob, settings: Settings) -> None:
-        self._job = job
-        self._gang_scheduler = settings.gang_scheduler_name
-        self.tf_configs = TFConfigs(job, settings)
-        self._templates = {
+        self._job = with_defaults(job)
+        self._settings = settings
+
+    @cached_property
+    def _tf_configs(self) -> TFConfigs:
+        return TFConfigs(self._job, self._settings)
+
+    @cached_property
+    def _templates(self) -> dict[str, bytes]:
+        return {
             rtype: msgspec.json.encode(spec.template)
-            for rtype, spec in job.spec.tf_replica_specs.items()
+            for rtype, spec in self._job.spec.tf_replica_specs.items()
         }
+
+    def manifest(self, action: CreatePod) -> dict[str, Any]:
+        """The full Pod manifest the action creates, ready to POST (a fresh dict)."""
+        return self.pod(action.replica_type, action.index)
 
     def pod(self, replica_type: str, index: int) -> dict[str, Any]:
         """The Pod manifest for one replica."""
@@ -97,33 +116,39 @@ class PodFactory:
         pod_spec: dict[str, Any] = template.get("spec") or {}
         policy = spec.restart_policy
         pod_spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
-        config = self.tf_configs.for_replica(replica_type, index)
+        config = self._tf_configs.for_replica(replica_type, index)
         if config is not None:
             _append_env(pod_spec, {"name": "TF_CONFIG", "value": config})
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
-        return gang.decorate_pod(pod, job, replica_type, self._gang_scheduler)
+        return gang.decorate_pod(pod, job, replica_type, self._settings.gang_scheduler_name)
+
+
+def pod_manifest(job: TFJob, action: CreatePod, settings: Settings) -> dict[str, Any]:
+    """The Pod manifest a `CreatePod` action of `job`'s plan creates (for one pod; a
+    runtime creating many builds one PodRenderer per plan)."""
+    return PodRenderer(job, settings).manifest(action)
 
 
 def desired_pod(job: TFJob, replica_type: str, index: int, settings: Settings) -> dict[str, Any]:
-    """The Pod manifest for one replica of a defaulted job."""
-    return PodFactory(job, settings).pod(replica_type, index)
+    """The Pod manifest for one replica of a job."""
+    return PodRenderer(job, settings).pod(replica_type, index)
 
 
 def creation_events(job: TFJob, replica_type: str) -> list[Event]:
-    """Warnings upstream emits at each pod creation (§3.6)."""
+    """Warnings upstream emits at each pod creation (a template restartPolicy, which
+    the replica's restartPolicy overwrites)."""
     template_spec = job.spec.tf_replica_specs[replica_type].template.get("spec") or {}
     return [RESTART_POLICY_WARNING] if template_spec.get("restartPolicy") else []
 
 
 def _append_env(pod_spec: dict[str, Any], variable: dict[str, str]) -> None:
-    for container in pod_spec.get("containers", []):
-        if container.get("name") == c.DEFAULT_CONTAINER_NAME:
-            container.setdefault("env", []).append(variable)
-            return
+    container = tensorflow_container(pod_spec)
+    if container is not None:
+        container.setdefault("env", []).append(variable)
 
 
 def desired_service(job: TFJob, replica_type: str, index: int) -> dict[str, Any]:
-    """The headless Service giving one replica its stable DNS name (§4).
+    """The headless Service giving one replica its stable DNS name.
 
     publishNotReadyAddresses lets peers resolve each other while they start up
     (upstream #1458), instead of failing until every pod is Ready.
@@ -155,10 +180,8 @@ def desired_service(job: TFJob, replica_type: str, index: int) -> dict[str, Any]
 
 def _tensorflow_ports(job: TFJob, replica_type: str) -> list[dict[str, Any]]:
     template = job.spec.tf_replica_specs[replica_type].template
-    for container in (template.get("spec") or {}).get("containers", []):
-        if container.get("name") == c.DEFAULT_CONTAINER_NAME:
-            return list(container.get("ports") or [])
-    return []
+    container = tensorflow_container(template.get("spec")) or {}
+    return list(container.get("ports") or [])
 
 
 def desired_objects(job: TFJob, settings: Settings) -> list[dict[str, Any]]:
@@ -166,9 +189,9 @@ def desired_objects(job: TFJob, settings: Settings) -> list[dict[str, Any]]:
     a defaulted job, in replica-type order."""
     groups = gang.group_objects(job, settings.gang_scheduler_name)
     pods, services = [], []
-    factory = PodFactory(job, settings)
+    renderer = PodRenderer(job, settings)
     for rtype, spec in sorted(job.spec.tf_replica_specs.items()):
         for index in range(spec.replicas or 0):
-            pods.append(factory.pod(rtype, index))
+            pods.append(renderer.pod(rtype, index))
             services.append(desired_service(job, rtype, index))
     return groups + pods + services

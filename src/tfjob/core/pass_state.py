@@ -7,27 +7,17 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from functools import cached_property
+from datetime import datetime, timedelta
 from typing import Any
 
 from tfjob.api import constants as c
 from tfjob.api.names import replica_key
 from tfjob.api.observed import Pod, Service
+from tfjob.api.timestamps import parse_rfc3339, rfc3339
 from tfjob.api.types import JobStatus, TFJob
 from tfjob.core import conditions
-from tfjob.core.objects import PodFactory
 from tfjob.core.plan import Action, DeleteJob, Event, Plan
 from tfjob.core.settings import Settings
-
-
-def format_time(moment: datetime) -> str:
-    """RFC 3339 in UTC with second precision, as Kubernetes writes metav1.Time."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 @dataclass
@@ -58,11 +48,6 @@ class Pass:
     ) -> Pass:
         return cls(job, pods, services, now, settings, copy.deepcopy(job.status))
 
-    @cached_property
-    def pod_factory(self) -> PodFactory:
-        """Makes this job's pods; built once per pass, only if a pod is needed."""
-        return PodFactory(self.job, self.settings)
-
     @property
     def name(self) -> str:
         return self.job.metadata.name
@@ -73,7 +58,7 @@ class Pass:
 
     @property
     def stamp(self) -> str:
-        return format_time(self.now)
+        return rfc3339(self.now)
 
     @property
     def start_stamp(self) -> str:
@@ -84,7 +69,7 @@ class Pass:
         on time or at most a second late, consistently with the recorded start.
         """
         whole = self.now.replace(microsecond=0)
-        return format_time(whole if whole == self.now else whole + timedelta(seconds=1))
+        return rfc3339(whole if whole == self.now else whole + timedelta(seconds=1))
 
     def event(self, kind: str, reason: str, message: str) -> None:
         self.events.append(Event(type=kind, reason=reason, message=message))
@@ -123,7 +108,7 @@ class Pass:
         seconds = self.job.spec.run_policy.active_deadline_seconds
         if seconds is None or self.status.start_time is None:
             return None
-        return parse_time(self.status.start_time) + timedelta(seconds=seconds)
+        return parse_rfc3339(self.status.start_time) + timedelta(seconds=seconds)
 
     def requeue_at(self, moment: datetime) -> None:
         delay = max((moment - self.now).total_seconds(), 0.0)

@@ -8,7 +8,6 @@ processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -17,33 +16,18 @@ from tfjob.api.types import JobStatus
 from tfjob.core.conditions import is_finished
 
 
-class CreatePod(msgspec.Struct, tag=True, kw_only=True, dict=True):
+class CreatePod(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     """Create the pod of this replica.
 
-    The manifest is rendered when asked for, not stored: every pod of a distributed
-    job carries the whole cluster in TF_CONFIG, so a plan holding all manifests of a
-    1,000-replica job would hold ~45 MB at once. Runtimes create pods a few at a time
-    and let each manifest go. Equality compares the replica, whose manifest is a pure
-    function of the job the plan was made from.
+    The action names the replica only; its manifest is rendered by the runtime as it
+    creates the pod (`tfjob.core.objects.PodRenderer`, from the job the plan was made
+    from). Every pod of a distributed job carries the whole cluster in TF_CONFIG, so a
+    plan holding all manifests of a 1,000-replica job would hold ~45 MB at once.
     """
 
     replica_type: str  # canonical, e.g. "Worker"
     index: int
     name: str
-
-    @classmethod
-    def rendered_by(
-        cls, render: Callable[[str, int], dict[str, Any]], replica_type: str, index: int, name: str
-    ) -> CreatePod:
-        action = cls(replica_type=replica_type, index=index, name=name)
-        action._render = render  # type: ignore[attr-defined]
-        return action
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        """The full Pod manifest, ready to POST (a fresh dict on every call)."""
-        render: Callable[[str, int], dict[str, Any]] = self._render  # type: ignore[attr-defined]
-        return render(self.replica_type, self.index)
 
 
 class DeletePod(msgspec.Struct, tag=True, frozen=True, kw_only=True):
@@ -117,7 +101,7 @@ Action = (
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
-    """A Kubernetes Event about the job, with upstream's reason and message (§10.2)."""
+    """A Kubernetes Event about the job, with upstream's reason and message."""
 
     type: str  # "Normal" or "Warning"
     reason: str

@@ -1,4 +1,4 @@
-"""Reading observed pods: which slot, what exit code, how to count (spec §5.2-§5.5)."""
+"""Reading observed pods: which slot, what exit code, how to count."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ def is_retryable_exit_code(code: int) -> bool:
 
 
 def restarts_pod(restart_policy: str, exit_code: int) -> bool:
-    """Whether a Failed pod of this policy is deleted and recreated (§5.2)."""
+    """Whether a Failed pod of this policy is deleted and recreated (OnFailure and
+    Always always; ExitCode for a retryable exit code)."""
     if restart_policy in ("OnFailure", "Always"):
         return True
     return restart_policy == "ExitCode" and is_retryable_exit_code(exit_code)
@@ -61,7 +62,7 @@ def is_terminating(pod: Pod) -> bool:
 
 
 def count_pod(status: ReplicaStatus, pod: Pod, *, forgive_termination: bool) -> None:
-    """Add one pod to its type's counts (§5.5).
+    """Add one pod to its type's counts (active, succeeded, failed).
 
     A Running pod being deleted counts as failed upstream (v1.7+). With a restart
     policy that recreates pods, tfjob counts it as neither: it is about to be

@@ -1,4 +1,4 @@
-"""One reconcile of one TFJob: observed state in, plan out (spec §5.1). Pure.
+"""One reconcile of one TFJob: observed state in, plan out. Pure.
 
 The order follows upstream's ReconcileJobs: finished jobs are only cleaned up,
 suspended jobs are emptied, failure limits are checked, then each replica type's pods
@@ -18,13 +18,14 @@ from tfjob.api import constants as c
 from tfjob.api.defaults import with_defaults
 from tfjob.api.names import object_name
 from tfjob.api.observed import Pod, Service
+from tfjob.api.timestamps import parse_rfc3339
 from tfjob.api.types import ReplicaStatus, TFJob
 from tfjob.api.validation import validate
 from tfjob.core import conditions, gang
 from tfjob.core import pods as podlib
 from tfjob.core.cleanup import cleanup_actions, suspend_actions
 from tfjob.core.objects import creation_events, desired_service
-from tfjob.core.pass_state import Pass, parse_time
+from tfjob.core.pass_state import Pass
 from tfjob.core.plan import (
     CreateGroup,
     CreatePod,
@@ -125,7 +126,7 @@ def _enforce_ttl(state: Pass) -> None:
         return
     if state.status.completion_time is None:
         state.status.completion_time = state.stamp
-    expires = parse_time(state.status.completion_time) + timedelta(seconds=ttl)
+    expires = parse_rfc3339(state.status.completion_time) + timedelta(seconds=ttl)
     if state.now >= expires:
         state.delete_job()
     else:
@@ -133,7 +134,7 @@ def _enforce_ttl(state: Pass) -> None:
 
 
 def _suspend(state: Pass) -> None:
-    """Suspended (§9.1): no pods, no services, Running=False, Suspended=True."""
+    """Suspended: no pods, no services, Running=False, Suspended=True."""
     state.actions += suspend_actions(state)
     _delete_groups(state)
     state.status.replica_statuses = {
@@ -185,7 +186,7 @@ def _forget_gone_pods(state: Pass) -> None:
 
 
 def _past_limits(state: Pass) -> bool:
-    """backoffLimit and activeDeadlineSeconds (§5.6, §5.7); fails the job if exceeded.
+    """backoffLimit and activeDeadlineSeconds; fails the job if either is exceeded.
 
     (better) The Failed condition is set before cleanup, so cleanPodPolicy is honoured
     (#3419), and the deadline is enforced by a timed requeue, not by luck (#3358).
@@ -234,18 +235,17 @@ def _arm_deadline(state: Pass) -> None:
 
 
 def _reconcile_pods(state: Pass, rtype: str) -> None:
-    """Create missing pods, restart failed ones by policy, count them (§5.2)."""
+    """Create missing pods, restart failed ones by their restart policy, count them."""
     spec = state.job.spec.tf_replica_specs[rtype]
     replicas = spec.replicas or 0
     counts = ReplicaStatus()
     for index, group in enumerate(podlib.slots(podlib.pods_of_type(state.pods, rtype), replicas)):
         if not group and index < replicas and not state.hold_pods:
             state.actions.append(
-                CreatePod.rendered_by(
-                    state.pod_factory.pod,
-                    rtype,
-                    index,
-                    object_name(state.job.metadata.name, rtype, index),
+                CreatePod(
+                    replica_type=rtype,
+                    index=index,
+                    name=object_name(state.job.metadata.name, rtype, index),
                 )
             )
             state.events += creation_events(state.job, rtype)
@@ -299,7 +299,7 @@ def _counted(state: Pass, pod: Pod) -> bool:
 
 
 def _reconcile_services(state: Pass, rtype: str) -> None:
-    """One headless service per index; create the missing, delete the surplus (§4)."""
+    """One headless service per index; create the missing, delete the surplus."""
     replicas = state.job.spec.tf_replica_specs[rtype].replicas or 0
     present: dict[int, str] = {}
     for service in state.services:
@@ -324,8 +324,9 @@ def _observed_group(state: Pass, api_version: str, kind: str) -> dict[str, Any] 
 
 
 def _sync_groups(state: Pass) -> None:
-    """Gang scheduling (§8): create the job's missing group objects before its pods;
-    with Volcano, create no pod until Volcano has admitted the group (§8.3)."""
+    """Gang scheduling: create the job's missing group objects before its pods; with
+    Volcano, create no pod until Volcano has admitted the group (its PodGroup left
+    Pending)."""
     scheduler = state.settings.gang_scheduler_name
     for manifest in gang.group_objects(state.job, scheduler):
         kind = next(k for k in gang.group_kinds(scheduler) if k.kind == manifest["kind"])
@@ -338,7 +339,7 @@ def _sync_groups(state: Pass) -> None:
 
 
 def _delete_groups(state: Pass) -> None:
-    """A finished or suspended job gives its group objects back (§8.5), newest first."""
+    """A finished or suspended job gives its group objects back, newest first."""
     for kind in reversed(gang.group_kinds(state.settings.gang_scheduler_name)):
         observed = _observed_group(state, kind.api_version, kind.kind)
         # Not again while it goes (a native PodGroup waits on its finalizer).

@@ -1,4 +1,4 @@
-"""Deriving the job's conditions from its replica counts (spec §6, UpdateJobStatus).
+"""Deriving the job's conditions from its replica counts (upstream's UpdateJobStatus).
 
 Types are evaluated in upstream's fixed order. With a Chief/Master the chief decides
 Running and Succeeded; without one, Worker does (worker 0, or all workers under the
@@ -62,7 +62,7 @@ def _worker_decides(state: Pass, counts: ReplicaStatus) -> None:
 
 
 def worker0_completed(state: Pass) -> bool:
-    """Worker 0's pod Succeeded and its tensorflow container exited 0 (§6.5)."""
+    """Worker 0's pod Succeeded and its tensorflow container exited 0."""
     for pod in podlib.pods_of_type(state.pods, c.WORKER):
         if pod.metadata.labels.get(c.LABEL_REPLICA_INDEX) != "0":
             continue

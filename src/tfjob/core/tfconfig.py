@@ -1,4 +1,4 @@
-"""TF_CONFIG (spec §3.5): how TensorFlow processes find each other.
+"""TF_CONFIG: how TensorFlow processes find each other.
 
 The JSON must be byte-identical to upstream's Go `encoding/json` output for the same
 job: compact separators, cluster keys sorted, field order cluster/task/environment
@@ -11,13 +11,15 @@ import json
 from typing import Any
 
 from tfjob.api import constants as c
+from tfjob.api.containers import tensorflow_container
 from tfjob.api.names import object_name, replica_key
 from tfjob.api.types import ReplicaSpec, TFJob
 from tfjob.core.settings import Settings
 
 
 def is_distributed(job: TFJob) -> bool:
-    """True unless the known replica types add up to exactly one replica (§3.5)."""
+    """True unless the known replica types add up to exactly one replica (a job of one
+    replica gets no TF_CONFIG, as upstream)."""
     total = 0
     for key, spec in job.spec.tf_replica_specs.items():
         if key in c.REPLICA_TYPES:
@@ -27,17 +29,16 @@ def is_distributed(job: TFJob) -> bool:
 
 def replica_port(spec: ReplicaSpec) -> int:
     """The `tfjob-port` of the tensorflow container, or 2222."""
-    for container in spec.template.get("spec", {}).get("containers", []):
-        if container.get("name") != c.DEFAULT_CONTAINER_NAME:
-            continue
-        for port in container.get("ports") or []:
-            if port.get("name") == c.DEFAULT_PORT_NAME:
-                return int(port["containerPort"])
+    container = tensorflow_container(spec.template.get("spec")) or {}
+    for port in container.get("ports") or []:
+        if port.get("name") == c.DEFAULT_PORT_NAME:
+            return int(port["containerPort"])
     return c.DEFAULT_PORT
 
 
 def cluster_spec(job: TFJob, settings: Settings) -> dict[str, list[str]]:
-    """Every replica's address, by lower-case type, in index order (§3.5)."""
+    """Every replica's address (`<pod>.<namespace>.svc[.<domain>]:<port>`, or the local
+    runtime's), by lower-case type, in index order."""
     if settings.local_addresses is not None:
         return {key: list(addrs) for key, addrs in settings.local_addresses.items()}
     domain = f".{settings.cluster_domain}" if settings.cluster_domain else ""

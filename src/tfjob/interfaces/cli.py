@@ -11,8 +11,6 @@ import importlib
 
 import click
 
-from tfjob import __version__
-
 # name -> (module under tfjob.interfaces, one-line help shown by `tfjob --help`)
 COMMANDS = {
     "run": ("run_command", "Run a TFJob on this machine, one process group per replica."),
@@ -45,7 +43,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="tfjob")
+@click.version_option(package_name="tfjob", prog_name="tfjob")
 def cli() -> None:
     """Run TFJobs (kubeflow.org/v1): locally as processes, or on Kubernetes."""
 

@@ -20,8 +20,8 @@ from typing import IO, Any, TypeVar
 import click
 import msgspec
 
+from tfjob.api.timestamps import parse_rfc3339
 from tfjob.api.types import JobCondition
-from tfjob.core.pass_state import parse_time
 from tfjob.interfaces.job_files import BadInput
 from tfjob.interfaces.outcome import EXIT_FAILED, exit_status
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
@@ -165,7 +165,7 @@ def age(created: str | None, now: datetime) -> str:
     """How long ago, the way kubectl's AGE column says it (42s, 3m12s, 5h, 2d)."""
     if not created:
         return "<unknown>"
-    seconds = max(int((now - parse_time(created)).total_seconds()), 0)
+    seconds = max(int((now - parse_rfc3339(created)).total_seconds()), 0)
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
     if seconds < 120:
         return f"{seconds}s"

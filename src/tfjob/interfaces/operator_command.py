@@ -18,7 +18,7 @@ import click
 import structlog
 from click.core import ParameterSource
 
-from tfjob.runtimes.kubernetes import logs
+from tfjob.runtimes.kubernetes import logging_setup
 from tfjob.runtimes.kubernetes.operator import OperatorOptions, run
 
 COMMAND_LINE = ParameterSource.COMMANDLINE
@@ -257,7 +257,7 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
 def command(ctx: click.Context, /, **params: Any) -> None:
     """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
     options, level, fmt = translate(ctx, params)
-    logs.configure(level, fmt)
+    logging_setup.configure(level, fmt)
     _warn_ignored(ctx)
     sys.exit(run(options))
 

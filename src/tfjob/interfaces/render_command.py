@@ -8,13 +8,12 @@ import click
 import msgspec
 import yaml
 
+from tfjob.api import constants as c
 from tfjob.api.defaults import with_defaults
 from tfjob.api.types import TFJob
 from tfjob.core.objects import desired_objects
 from tfjob.core.settings import Settings
 from tfjob.interfaces.job_files import read_jobs
-
-DEFAULT_NAMESPACE = "default"
 
 
 @click.command(name="render")
@@ -57,7 +56,7 @@ def command(
 
 
 def _in_namespace(job: TFJob, namespace: str | None) -> TFJob:
-    chosen = namespace or job.metadata.namespace or DEFAULT_NAMESPACE
+    chosen = namespace or job.metadata.namespace or c.DEFAULT_NAMESPACE
     return msgspec.structs.replace(
         job, metadata=msgspec.structs.replace(job.metadata, namespace=chosen)
     )

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from lightkube import Client
 
-from tests.kubernetes.chaos.conftest import AutoKubelet
-from tests.kubernetes.operator.cluster import Jobs, Operators, replica, wait_for
+from tests.support.auto_kubelet import AutoKubelet
 from tests.support.controlplane import ControlPlane
 from tests.support.fault_proxy import FaultProxy, Rule, deletes_of, writes
 from tests.support.kubelet import FakeKubelet
+from tests.support.operators import Jobs, Operators, replica, wait_for
 
 TIMEOUT = 90.0  # generous: CI machines and this one are small and shared
 BACKOFF = "has failed because it has reached the specified backoff limit"

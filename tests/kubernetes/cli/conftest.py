@@ -3,7 +3,7 @@ the real `tfjob` command in a child process, against the real API server, with a
 `tfjob operator` subprocess reconciling the test's namespace.
 
 - ``operators``, ``operator``, ``jobs``: the operator's fixtures
-  (tests/kubernetes/operator/conftest.py).
+  (tests/kubernetes/conftest.py).
 - ``cli`` (function): runs `tfjob ARGS --kubeconfig <admin> -n <namespace>`.
 """
 
@@ -13,13 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubernetes.cli.commands import Cli
-from tests.kubernetes.operator.conftest import (  # noqa: F401  (fixtures, by name)
-    jobs,
-    operator,
-    operators,
-    pytest_runtest_makereport,
-)
+from tests.support.cluster_cli import Cli
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import time
 
 import yaml
 
-from tests.kubernetes.cli.commands import Cli, job_document
-from tests.kubernetes.operator.cluster import Jobs, RunningOperator
+from tests.support.cluster_cli import Cli, job_document
 from tests.support.kubelet import FakeKubelet
+from tests.support.operators import Jobs, RunningOperator
 
 
 def _one_line_error(text: str) -> str:

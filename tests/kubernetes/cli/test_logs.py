@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tests.kubernetes.cli.commands import Cli, ending_job
-from tests.kubernetes.operator.cluster import Jobs, RunningOperator, wait_for
 from tests.support.cluster import Cluster, Nodes
+from tests.support.cluster_cli import Cli, ending_job
+from tests.support.operators import Jobs, RunningOperator, wait_for
 
 
 def _append(cluster: Cluster, *lines: str) -> None:

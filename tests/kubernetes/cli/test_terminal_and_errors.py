@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from tests.kubernetes.cli.commands import LIMIT, Cli, ending_job, job_document
-from tests.kubernetes.operator.cluster import Jobs, RunningOperator
 from tests.support.cluster import Cluster, Nodes
+from tests.support.cluster_cli import LIMIT, Cli, ending_job, job_document
 from tests.support.controlplane import ControlPlane
+from tests.support.operators import Jobs, RunningOperator
 
 
 def _on_terminal(args: list[str]) -> tuple[int, str]:

@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from tests.kubernetes.operator.cluster import IMAGE, Jobs, RunningOperator, replica, wait_for
 from tests.support.controlplane import ControlPlane
+from tests.support.corpus import Case, cases
 from tests.support.kubelet import FakeKubelet
-from tests.validation.corpus import Case, cases
+from tests.support.operators import IMAGE, Jobs, RunningOperator, replica, wait_for
 
 TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
 FAILED_WITHIN = 5.0

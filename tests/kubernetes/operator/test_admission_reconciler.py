@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.kubernetes.operator.test_status_writer import Lane, until
+from tests.support.status_lane import Lane, until
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes import reconciler as reconciler_module
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
@@ -54,7 +54,7 @@ async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
 
 @pytest.fixture
 async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncIterator[Lane]:
-    """An operator's parts in-process, its informers running (test_status_writer.py)."""
+    """An operator's parts in-process, its informers running (tests/support/status_lane.py)."""
     built = Lane(client, namespace, bound=0.5)
     await built.informers()
     yield built

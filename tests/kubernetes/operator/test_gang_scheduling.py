@@ -21,9 +21,9 @@ import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
-from tests.kubernetes.operator.cluster import IMAGE, Jobs, Operators, wait_for
 from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, Cluster, Nodes
 from tests.support.controlplane import REPO_ROOT, ControlPlane, apply_documents, load_manifest
+from tests.support.operators import IMAGE, Jobs, Operators, wait_for
 
 CRDS = REPO_ROOT / "tests" / "support" / "crds"
 UNFIT_WAIT = 2.0  # seconds a gang is left unschedulable before the test checks it

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.kubernetes.operator.cluster import Jobs, Operators, RunningOperator, replica, wait_for
 from tests.support.cluster import EXIT_CODE_ANNOTATION, REASON_ANNOTATION, Nodes
 from tests.support.kubelet import FakeKubelet
+from tests.support.operators import Jobs, Operators, RunningOperator, replica, wait_for
 
 
 def _parse(stamp: str) -> datetime:

@@ -14,7 +14,8 @@ from typing import Any
 
 from lightkube import codecs
 
-from tests.kubernetes.operator.cluster import (
+from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, KwokPods
+from tests.support.operators import (
     IMAGE,
     Jobs,
     Operators,
@@ -22,11 +23,11 @@ from tests.kubernetes.operator.cluster import (
     replica,
     wait_for,
 )
-from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, KwokPods
+from tfjob.api.containers import tensorflow_container
 
 
 def _env(pod: dict[str, Any]) -> dict[str, str]:
-    container = next(c for c in pod["spec"]["containers"] if c["name"] == "tensorflow")
+    container = tensorflow_container(pod["spec"]) or {}
     return {e["name"]: e.get("value", "") for e in container.get("env") or []}
 
 
@@ -114,7 +115,7 @@ def test_four_workers_and_two_ps_get_six_pods_and_six_services(
             "environment": "cloud",
         }
         assert _env(pod)["TF_CONFIG"] == json.dumps(expected, separators=(",", ":"))
-        ports = next(c for c in pod["spec"]["containers"] if c["name"] == "tensorflow")["ports"]
+        ports = (tensorflow_container(pod["spec"]) or {})["ports"]
         assert {"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"} in ports
         assert service["metadata"]["labels"] == labels
         assert service["metadata"]["ownerReferences"] == _owner(job)

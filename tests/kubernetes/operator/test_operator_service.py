@@ -5,7 +5,8 @@ from __future__ import annotations
 import secrets
 import time
 
-from tests.kubernetes.operator.cluster import (
+from tests.support.kubelet import FakeKubelet
+from tests.support.operators import (
     IMAGE,
     Jobs,
     Operators,
@@ -13,7 +14,6 @@ from tests.kubernetes.operator.cluster import (
     replica,
     wait_for,
 )
-from tests.support.kubelet import FakeKubelet
 
 
 def test_an_invalid_job_fails_with_the_field_named_and_others_still_run(

@@ -9,10 +9,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tests.kubernetes.cli.commands import Cli, job_document
-from tests.kubernetes.sdk.test_kubeflow_sdk import build_tfjob
+from tests.support.cluster_cli import Cli, job_document
 from tests.support.controlplane import ControlPlane
 from tests.support.kubelet import FakeKubelet
+from tests.support.sdk_jobs import build_tfjob
 
 
 def test_the_sdk_and_kubectl_see_a_submitted_job_unchanged(

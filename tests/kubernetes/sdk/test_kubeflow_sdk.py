@@ -2,7 +2,7 @@
 
 A user with an existing Kubeflow workflow builds a ``TrainingClient(job_kind="TFJob")``
 and calls create/get/list/wait/update/delete on it; nothing in the SDK may need to
-change (tfjob.md §11.3). Everything here is real: the SDK talks to a real
+change. Everything here is real: the SDK talks to a real
 kube-apiserver through the kubernetes client, our operator runs as a subprocess with
 its ServiceAccount's RBAC, and the pods run on the test cluster: kube-scheduler binds
 them to a kwok node, kwok runs them and ends them with the exit code a test asks for,
@@ -24,54 +24,11 @@ from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from tests.support.cluster import KwokPods
+from tests.support.sdk_jobs import IMAGE, build_tfjob
 
-IMAGE = "registry.example/tensorflow:2.16-sdk-test"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 POLL = 1  # seconds between the SDK's GETs (its polling_interval is typed int)
 WAIT = 60
-
-
-def build_tfjob(
-    sdk: ModuleType,
-    name: str,
-    *,
-    restart_policy: str = "Never",
-    labels: dict[str, str] | None = None,
-) -> Any:
-    """A chief-less TFJob (2 Worker + 1 PS) built only from the SDK's models."""
-    m = sdk.models
-
-    def replica(replicas: int, command: str) -> Any:
-        return m.KubeflowOrgV1ReplicaSpec(
-            replicas=replicas,
-            restart_policy=restart_policy,
-            template=m.V1PodTemplateSpec(
-                spec=m.V1PodSpec(
-                    containers=[
-                        m.V1Container(
-                            name="tensorflow",
-                            image=IMAGE,
-                            command=["python", "-c", command],
-                        )
-                    ]
-                )
-            ),
-        )
-
-    return m.KubeflowOrgV1TFJob(
-        api_version="kubeflow.org/v1",
-        kind="TFJob",
-        metadata=m.V1ObjectMeta(name=name, labels=labels),
-        spec=m.KubeflowOrgV1TFJobSpec(
-            # cleanPodPolicy None keeps the pods after completion, so the tests can
-            # still look them up through the SDK.
-            run_policy=m.KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
-            tf_replica_specs={
-                "Worker": replica(2, "print('training')"),
-                "PS": replica(1, "print('serving variables')"),
-            },
-        ),
-    )
 
 
 def pod_name(job: str, replica_type: str, index: int) -> str:
@@ -263,7 +220,7 @@ def test_job_created_without_run_policy_is_readable(
     """kubectl-style create of a minimal manifest: no runPolicy at all.
 
     The SDK's model rejects ``run_policy=None``; upstream's operator never persists a
-    default, so the SDK cannot read such jobs there (tfjob.md §11.3). Ours can.
+    default, so the SDK cannot read such jobs there. Ours can.
     """
     from kubernetes import client as k8s
     from kubernetes import config

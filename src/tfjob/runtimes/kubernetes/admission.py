@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import Action, CreatePod, CreateService
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
 from tfjob.runtimes.kubernetes.resources import PODS, SERVICES
@@ -38,16 +39,21 @@ class DryRun:
         creates_pods = any(isinstance(a, CreatePod) for a in actions)
         return creates_pods and not has_pods and uid not in self._admitted
 
-    async def refusal(self, uid: str, namespace: str, actions: Sequence[Action]) -> str | None:
+    async def refusal(
+        self, uid: str, namespace: str, actions: Sequence[Action], pods: PodRenderer
+    ) -> str | None:
         """None if every sample is accepted; else what the API server said.
 
         Raises ApiError (other than 400/422) or TransportError for a retry, and
         whatever rendering a manifest raises (a spec the core cannot read).
         """
         for action in _samples(actions):
-            resource = PODS if isinstance(action, CreatePod) else SERVICES
+            if isinstance(action, CreatePod):
+                resource, manifest = PODS, pods.manifest(action)
+            else:
+                resource, manifest = SERVICES, action.manifest
             try:
-                await self._client.create(resource, namespace, action.manifest, dry_run=True)
+                await self._client.create(resource, namespace, manifest, dry_run=True)
             except ApiError as error:
                 if error.already_exists:
                     continue  # fixed names: one is there already, so its kind is fine

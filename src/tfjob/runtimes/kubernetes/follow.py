@@ -16,7 +16,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from tfjob.api import constants as c
-from tfjob.core.pass_state import parse_time
+from tfjob.api.timestamps import parse_rfc3339
 from tfjob.core.plan import Event
 from tfjob.core.progress import ReplicaView, RunObserver, replica_label
 from tfjob.runtimes.kubernetes.client import ApiError, TransportError
@@ -78,7 +78,7 @@ def replica_view(pod: Object) -> ReplicaView:
         pod_name=str(metadata.get("name", "")),
         phase=str(status.get("phase") or "Pending"),
         restarts=sum(int(s.get("restartCount", 0)) for s in _statuses(pod)),
-        started_at=parse_time(started) if started else None,
+        started_at=parse_rfc3339(started) if started else None,
         terminating=metadata.get("deletionTimestamp") is not None,
     )
 

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from tfjob.api.timestamps import rfc3339_micro
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.resources import LEASES
 
@@ -112,7 +113,10 @@ class LeaderElector:
         if not self.is_leader or self._observed is None:
             return
         spec = msgspec.structs.replace(
-            self._observed, holder_identity="", lease_duration_seconds=1, renew_time=_now()
+            self._observed,
+            holder_identity="",
+            lease_duration_seconds=1,
+            renew_time=rfc3339_micro(datetime.now(UTC)),
         )
         try:
             await self._put(spec)
@@ -149,7 +153,7 @@ class LeaderElector:
         if holder and holder != config.identity and self._clock() < self._observed_at + duration:
             self.is_leader = False
             return False
-        now = _now()
+        now = rfc3339_micro(datetime.now(UTC))
         spec = msgspec.structs.replace(
             lease.spec,
             holder_identity=config.identity,
@@ -163,7 +167,7 @@ class LeaderElector:
         return await self._put(spec)
 
     async def _create(self) -> bool:
-        now = _now()
+        now = rfc3339_micro(datetime.now(UTC))
         spec = LeaseSpec(
             holder_identity=self._config.identity,
             lease_duration_seconds=int(self._config.lease_duration),
@@ -205,8 +209,3 @@ class LeaderElector:
         self._version = lease.metadata.resource_version
         self._observed, self._observed_at = lease.spec, self._clock()
         self.is_leader = lease.spec.holder_identity == self._config.identity
-
-
-def _now() -> str:
-    """A metav1.MicroTime."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from tfjob.api import constants as c
 from tfjob.api.observed import Pod, Service
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.client import KubeClient
@@ -241,15 +242,15 @@ class Operator:
                 self.queue.forget(key)
             except Exception as error:  # a bad job must never stop a worker
                 result = "error"
-                self.metrics.reconcile_errors.labels(controller="tfjob-controller").inc()
+                self.metrics.reconcile_errors.labels(controller=c.CONTROLLER_NAME).inc()
                 log.warning("reconcile failed, will retry", error=str(error) or repr(error))
                 self.queue.add_rate_limited(key)
             finally:
                 self.queue.done(key)
                 elapsed = time.perf_counter() - started
-                self.metrics.reconcile_time.labels(controller="tfjob-controller").observe(elapsed)
+                self.metrics.reconcile_time.labels(controller=c.CONTROLLER_NAME).observe(elapsed)
                 self.metrics.reconcile_total.labels(
-                    controller="tfjob-controller", result=result
+                    controller=c.CONTROLLER_NAME, result=result
                 ).inc()
                 structlog.contextvars.clear_contextvars()
 

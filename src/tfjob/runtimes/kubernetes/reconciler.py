@@ -28,6 +28,7 @@ from tfjob.api import constants as c
 from tfjob.api.observed import Pod, Service
 from tfjob.api.types import ObjectMeta, TFJob
 from tfjob.core import conditions
+from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
     Action,
     CreateGroup,
@@ -137,7 +138,8 @@ class Reconciler:
         groups = await self._gang.observe(*key.split("/", 1)) if self._gang else []
         try:
             plan = decide(job, pods, services, self._clock(), self._settings, groups)
-            refusal = await self._admission_refusal(job, bool(pods), plan)
+            renderer = PodRenderer(job, self._settings)  # the plan's pods, made as created
+            refusal = await self._admission_refusal(job, bool(pods), plan, renderer)
         except _SPEC_ERRORS as error:
             # The core is pure: an exception means a spec it could not read. Retrying
             # would raise it again forever, so the job fails, naming what was read.
@@ -149,7 +151,7 @@ class Reconciler:
         await self._store_status(key, cached, plan, lambda: self._count(job, pods, plan))
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
-        errors, job_deleted = await self._act(key, ref, plan.actions)
+        errors, job_deleted = await self._act(key, ref, plan.actions, renderer)
         if plan.requeue_after is not None and not job_deleted:
             self._queue.add_after(key, plan.requeue_after)
         if errors:
@@ -197,7 +199,7 @@ class Reconciler:
     # -- actions ----------------------------------------------------------------------
 
     async def _act(
-        self, key: str, ref: ObjectRef, actions: Sequence[Action]
+        self, key: str, ref: ObjectRef, actions: Sequence[Action], pods: PodRenderer
     ) -> tuple[list[Exception], bool]:
         """Carry out `actions` in order; runs of creates/deletes go out concurrently."""
         errors: list[Exception] = []
@@ -205,22 +207,24 @@ class Reconciler:
 
         async def bounded(action: Action) -> Exception | None:
             async with gate:
-                return await self._one(key, ref, action)
+                return await self._one(key, ref, action, pods)
 
         job_deleted = False
         for wave in _waves(actions):
             with self._status.acting():  # statuses wait behind these
                 if len(wave) == 1:
-                    results = [await self._one(key, ref, wave[0])]
+                    results = [await self._one(key, ref, wave[0], pods)]
                 else:
                     results = await asyncio.gather(*(bounded(a) for a in wave))
             errors += [r for r in results if r is not None]
             job_deleted = job_deleted or (isinstance(wave[0], DeleteJob) and not results[0])
         return errors, job_deleted
 
-    async def _one(self, key: str, ref: ObjectRef, action: Action) -> Exception | None:
+    async def _one(
+        self, key: str, ref: ObjectRef, action: Action, pods: PodRenderer
+    ) -> Exception | None:
         if isinstance(action, CreatePod | CreateService):
-            return await self._create(key, ref, action)
+            return await self._create(key, ref, action, pods)
         if isinstance(action, DeleteJob):
             return await self._delete_job(ref)
         if isinstance(action, CreateGroup | DeleteGroup):
@@ -229,13 +233,14 @@ class Reconciler:
         return await self._delete(key, ref, action)
 
     async def _create(
-        self, key: str, ref: ObjectRef, action: CreatePod | CreateService
+        self, key: str, ref: ObjectRef, action: CreatePod | CreateService, pods: PodRenderer
     ) -> Exception | None:
         kind, resource, noun = _what(action)
         name = action.name
         self._expectations.expect_create(key, kind, name)
         try:
-            await self._client.create(resource, ref.namespace, action.manifest)
+            manifest = pods.manifest(action) if isinstance(action, CreatePod) else action.manifest
+            await self._client.create(resource, ref.namespace, manifest)
         except ApiError as error:
             self._expectations.created(key, kind, name)
             if error.already_exists:
@@ -304,12 +309,14 @@ class Reconciler:
 
     # -- jobs the model cannot read ---------------------------------------------------
 
-    async def _admission_refusal(self, job: TFJob, has_pods: bool, plan: Plan) -> str | None:
+    async def _admission_refusal(
+        self, job: TFJob, has_pods: bool, plan: Plan, pods: PodRenderer
+    ) -> str | None:
         """The API server's refusal of this job's first pods (admission.py), if any."""
         uid = job.metadata.uid
         if not self._dry_run.needed(uid, has_pods, plan.actions):
             return None
-        return await self._dry_run.refusal(uid, job.metadata.namespace, plan.actions)
+        return await self._dry_run.refusal(uid, job.metadata.namespace, plan.actions, pods)
 
     async def _reject(
         self, cached: TFJob | UndecodableJob, job: TFJob | None = None, problems: str = ""

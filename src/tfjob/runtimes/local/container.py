@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 
 from tfjob.api.observed import ContainerState, ContainerStatus, Terminated, Waiting
 from tfjob.runtimes.local.launch import Launch, LaunchError
-from tfjob.runtimes.local.logs import ContainerLog
 from tfjob.runtimes.local.orphans import die_with_parent
+from tfjob.runtimes.local.output import ContainerLog
 from tfjob.runtimes.local.watchdog import Watchdog
 
 FIRST_BACKOFF = 0.5

@@ -21,13 +21,14 @@ from tfjob.api.observed import Pod
 from tfjob.core.progress import replica_label
 from tfjob.runtimes.local import launch
 from tfjob.runtimes.local.container import LocalContainer
-from tfjob.runtimes.local.logs import ContainerLog
+from tfjob.runtimes.local.output import ContainerLog
 from tfjob.runtimes.local.pod import LocalPod
 from tfjob.runtimes.local.ports import port_of
 from tfjob.runtimes.local.watchdog import Watchdog
 
 DEFAULT_GRACE_PERIOD = 5.0
-LineHandler = Callable[[str, str], None]  # (replica label, e.g. "worker-1", line)
+# Called with a replica's label (e.g. "worker-1") and each line of its output.
+OnReplicaLine = Callable[[str, str], None]
 
 
 class LocalKubelet:
@@ -40,7 +41,7 @@ class LocalKubelet:
         log_dir: Path,
         addresses: dict[str, list[str]] | None = None,
         grace_period: float | None = None,
-        on_line: LineHandler = lambda _replica, _line: None,
+        on_line: OnReplicaLine = lambda _replica, _line: None,
         on_change: Callable[[], None] = lambda: None,
         watchdog: Watchdog | None = None,
     ) -> None:

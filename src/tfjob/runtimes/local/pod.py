@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from tfjob.api.observed import Meta, OwnerReference, Pod, PodStatus
-from tfjob.core.pass_state import format_time
+from tfjob.api.timestamps import rfc3339
 from tfjob.runtimes.local.container import LocalContainer
 
 
@@ -39,7 +39,7 @@ class LocalPod:
             name=self.name,
             namespace=str(metadata.get("namespace", "")),
             uid=str(uuid.uuid4()),
-            creation_timestamp=format_time(datetime.now(UTC)),
+            creation_timestamp=rfc3339(datetime.now(UTC)),
             labels=dict(metadata.get("labels") or {}),
             owner_references=msgspec.convert(
                 metadata.get("ownerReferences") or [], list[OwnerReference]
@@ -72,7 +72,7 @@ class LocalPod:
         """The pod as a kubelet would report it to the API server."""
         meta = self._meta
         if self.deleted_at is not None:
-            meta = msgspec.structs.replace(meta, deletion_timestamp=format_time(self.deleted_at))
+            meta = msgspec.structs.replace(meta, deletion_timestamp=rfc3339(self.deleted_at))
         status = PodStatus(
             phase=self.phase, container_statuses=[c.status() for c in self.containers]
         )

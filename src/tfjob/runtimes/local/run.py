@@ -25,8 +25,10 @@ from pathlib import Path
 import msgspec
 import yaml
 
+from tfjob.api import constants as c
+from tfjob.api.timestamps import rfc3339
 from tfjob.api.types import TFJob, to_dict
-from tfjob.core.pass_state import format_time
+from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
     Action,
     CreatePod,
@@ -43,8 +45,6 @@ from tfjob.runtimes.local.kubelet import LocalKubelet
 from tfjob.runtimes.local.ports import pick_addresses
 from tfjob.runtimes.local.services import ServiceBook
 from tfjob.runtimes.local.watchdog import Watchdog
-
-DEFAULT_NAMESPACE = "default"
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,8 @@ class LocalRun:
             # before acting satisfies `status_first` whichever way the plan sets it.
             self.job.status = plan.status
             self._record(plan.events)
-            acted = [self._act(kubelet, action) for action in plan.actions]
+            pods = PodRenderer(self.job, self._settings)
+            acted = [self._act(kubelet, pods, action) for action in plan.actions]
             self._report(kubelet)
             if any(isinstance(a, DeleteJob) for a in plan.actions):
                 return
@@ -114,7 +115,7 @@ class LocalRun:
                 return
             await self._sleep(plan.requeue_after)
 
-    def _act(self, kubelet: LocalKubelet, action: Action) -> bool:
+    def _act(self, kubelet: LocalKubelet, pods: PodRenderer, action: Action) -> bool:
         """Carry out one action; False when it changed nothing (as a 404 or 409 would).
 
         Like the operator, the runtime reports the pods it created and deleted
@@ -123,7 +124,7 @@ class LocalRun:
         """
         match action:
             case CreatePod():
-                done = kubelet.create_pod(action.manifest)
+                done = kubelet.create_pod(pods.manifest(action))
                 self._outcome(done, "SuccessfulCreatePod", f"Created pod: {action.name}")
             case DeletePod():
                 done = kubelet.delete_pod(action.name)
@@ -183,8 +184,8 @@ def admitted(job: TFJob, namespace: str | None) -> TFJob:
         job,
         metadata=msgspec.structs.replace(
             meta,
-            namespace=namespace or meta.namespace or DEFAULT_NAMESPACE,
+            namespace=namespace or meta.namespace or c.DEFAULT_NAMESPACE,
             uid=meta.uid or str(uuid.uuid4()),
-            creation_timestamp=meta.creation_timestamp or format_time(datetime.now(UTC)),
+            creation_timestamp=meta.creation_timestamp or rfc3339(datetime.now(UTC)),
         ),
     )

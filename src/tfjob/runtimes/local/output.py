@@ -12,7 +12,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-LineHandler = Callable[[str], None]
+from tfjob.api.timestamps import rfc3339
+
+# Called with each whole line of one container's output.
+OnContainerLine = Callable[[str], None]
 
 _LONGEST_LINE = 1 << 20  # a "line" this long without a newline is passed on as is
 
@@ -20,7 +23,7 @@ _LONGEST_LINE = 1 << 20  # a "line" this long without a newline is passed on as 
 class ContainerLog:
     """The log file of one container of one pod."""
 
-    def __init__(self, path: Path, on_line: LineHandler) -> None:
+    def __init__(self, path: Path, on_line: OnContainerLine) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file = path.open("ab")
@@ -29,7 +32,7 @@ class ContainerLog:
 
     def marker(self, text: str) -> None:
         """A line of tfjob's own in the file (not displayed), with the time."""
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(datetime.now(UTC))
         self._file.write(f"----- tfjob {stamp}: {text} -----\n".encode())
         self._file.flush()
 

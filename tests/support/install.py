@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from tests.kubernetes.operator.cluster import Jobs, RunningOperator, replica
 from tests.support.controlplane import find_assets
 from tests.support.kubelet import FakeKubelet
+from tests.support.operators import Jobs, RunningOperator, replica
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = REPO_ROOT / "manifests" / "overlays"

@@ -1,6 +1,7 @@
 """Helpers for the operator's tests: operator subprocesses and the test's namespace.
 
-Plain classes and functions (the fixtures that hand them out are in conftest.py).
+Plain classes and functions (the fixtures that hand them out are in
+tests/kubernetes/conftest.py).
 """
 
 from __future__ import annotations

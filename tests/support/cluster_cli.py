@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from tests.interfaces.cli import TFJOB
-from tests.kubernetes.operator.cluster import IMAGE
 from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
+from tests.support.operators import IMAGE
+from tests.support.tfjob_cli import TFJOB
 
 LIMIT = 60.0  # seconds any one command may take in these tests
 
