@@ -54,7 +54,7 @@ log = structlog.get_logger("tfjob.events")
 
 AGGREGATE_MAX = 10
 AGGREGATE_WINDOW = 600.0
-CACHE_SIZE = 16384  # distinct events remembered for deduplication once written
+CACHE_SIZE = 4096  # distinct events remembered for deduplication (client-go's size)
 MAX_PENDING = 100_000  # distinct events waiting to be written (never reached so far)
 SENDERS = 4  # event writes in flight at once
 RETRY_BASE = 0.1
@@ -88,7 +88,7 @@ class ObjectRef:
         return ref
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Record:
     """One event as a caller reports it."""
 
@@ -148,7 +148,7 @@ def _remember(cache: OrderedDict[Key, Any], key: Key, value: Any) -> None:
         cache.popitem(last=False)
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """One distinct event: what was recorded, and how much of it the server holds."""
 
