@@ -53,6 +53,7 @@ log = structlog.get_logger("tfjob.operator")
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 EVENT_FLUSH_SECONDS = 20.0  # with STATUS_FLUSH_SECONDS, inside a 30 s grace period
 STATUS_FLUSH_SECONDS = 5.0
+LOST_LEASE_EVENT_FLUSH_SECONDS = 1.0
 
 
 def default_lease_namespace() -> str:
@@ -196,12 +197,15 @@ class Operator:
                     group.create_task(self._work(), name=f"worker-{number}")
                 group.create_task(self._stop_when(stop, background))
             # Statuses and Events have budgets of their own: flush both at once, within
-            # the pod's 30 s grace period. Not statuses when the Lease is lost (a new
-            # leader may be writing them): exit at once.
-            flushes: list[Awaitable[object]] = [self.recorder.flush(EVENT_FLUSH_SECONDS)]
-            if not _failed(background):
-                flushes.append(self.status.flush(STATUS_FLUSH_SECONDS))
-            await asyncio.gather(*flushes)
+            # the pod's 30 s grace period. When the Lease is lost, no statuses (a new
+            # leader may be writing them) and only a moment for Events: exit promptly.
+            if _failed(background):
+                await self.recorder.flush(LOST_LEASE_EVENT_FLUSH_SECONDS)
+            else:
+                await asyncio.gather(
+                    self.recorder.flush(EVENT_FLUSH_SECONDS),
+                    self.status.flush(STATUS_FLUSH_SECONDS),
+                )
             return self._exit_code(background)
         finally:
             for task in background:
