@@ -615,8 +615,9 @@ async def main() -> None:
             for kind in args.order.split(","):
                 results[kind] = await one_run(kind, jobs, qps, burst, folder)
                 print_run(results[kind])
-            table.append((results["tfjob"], results["kubeflow"]))
-            print_ratios(results["tfjob"], results["kubeflow"])
+            if len(results) == 2:
+                table.append((results["tfjob"], results["kubeflow"]))
+                print_ratios(results["tfjob"], results["kubeflow"])
     print("\nSummary (tfjob/Kubeflow):")
     for ours, theirs in table:
         print_ratios(ours, theirs)
