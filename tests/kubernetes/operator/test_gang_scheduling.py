@@ -288,7 +288,7 @@ def test_kube_batch_pod_group_and_the_seed_warning(
     group = wait_for(lambda: _group(control_plane, api, namespace, "kb"), message="PodGroup")
     assert group["spec"] == {"minMember": 4}
     pods = wait_for(
-        lambda: (p := _pods_of(control_plane, namespace, "kb")) and len(p) == 4 and p,
+        lambda: p if len(p := _pods_of(control_plane, namespace, "kb")) == 4 else None,
         message="4 pods",
     )
     names = {p["metadata"]["name"]: p["spec"]["schedulerName"] for p in pods}
@@ -335,7 +335,7 @@ def test_scheduler_plugins_pod_group_label_and_cleanup_with_the_job(
         "scheduleTimeoutSeconds": 30,
     }
     pods = wait_for(
-        lambda: (p := _pods_of(control_plane, namespace, "sp")) and len(p) == 2 and p,
+        lambda: p if len(p := _pods_of(control_plane, namespace, "sp")) == 2 else None,
         message="2 pods",
     )
     for pod in pods:
