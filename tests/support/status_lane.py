@@ -31,7 +31,7 @@ class Lane:
         self.jobs = self.parts.caches.jobs
         self.queue = self.parts.queue
         self.writer = StatusWriter(
-            client, self.jobs, self.queue, max_delay=bound, start_delay=bound, holdoff=0.02
+            client, self.jobs, self.parts.retry, max_delay=bound, start_delay=bound, holdoff=0.02
         )
         self.puts: list[int] = []  # the codes of our status PUTs
         client.on_response = self._answered

@@ -67,7 +67,6 @@ def _reconciler(lane: Lane, client: Any) -> Reconciler:
         client=client,
         caches=parts.caches,
         expectations=parts.expectations,
-        queue=parts.queue,
         recorder=parts.recorder,
         metrics=parts.metrics,
         settings=Settings(),

@@ -113,7 +113,6 @@ async def test_the_next_reconcile_decides_from_the_pending_status(
         client=client,
         caches=parts.caches,
         expectations=parts.expectations,
-        queue=parts.queue,
         recorder=parts.recorder,
         metrics=parts.metrics,
         settings=Settings(),
@@ -122,7 +121,11 @@ async def test_the_next_reconcile_decides_from_the_pending_status(
     )
     await lane.job("overlay")
     key = f"{lane.namespace}/overlay"
-    await reconciler.reconcile(key)  # creates the pod and the service, defers status
+    result = await reconciler.reconcile(key)  # creates the pod and the service, defers status
+    assert result.requeue_after is None  # the watch events, not a timer, bring it back
+    waiting = await reconciler.reconcile(key)  # expectations pending: look again later
+    if not parts.expectations.satisfied(key):
+        assert waiting.requeue_after is not None and 0 < waiting.requeue_after <= 300
     first = lane.writer.pending(key)
     assert first is not None and first.start_time == "2026-01-01T12:00:00Z"
     await until(lambda: parts.expectations.satisfied(key))  # the watch saw both

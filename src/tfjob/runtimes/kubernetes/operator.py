@@ -45,7 +45,7 @@ from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.reconciler import Caches, Reconciler
 from tfjob.runtimes.kubernetes.resources import OWNED_SELECTOR, PODS, SERVICES, TFJOBS
 from tfjob.runtimes.kubernetes.server import Servers
-from tfjob.runtimes.kubernetes.status_writer import StatusWriter
+from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
 from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.operator")
@@ -103,7 +103,7 @@ class Operator:
             ),
         )
         self._wire()
-        self.status = StatusWriter(client, self.caches.jobs, self.queue)
+        self.status = StatusWriter(client, self.caches.jobs, self.retry)
         self.gang = (
             GangGroups(client, self.recorder, self.metrics, options.gang_scheduler_name)
             if options.gang_scheduler_name
@@ -113,7 +113,6 @@ class Operator:
             client=client,
             caches=self.caches,
             expectations=self.expectations,
-            queue=self.queue,
             recorder=self.recorder,
             metrics=self.metrics,
             settings=Settings(
@@ -237,18 +236,23 @@ class Operator:
         self.queue.shut_down()
 
     async def _work(self) -> None:
+        """The worker loop: the one place that hands keys back to the queue, from the
+        reconciler's Result or the kind of error it raised."""
         while (key := await self.queue.get()) is not None:
             structlog.contextvars.bind_contextvars(job=key)
             started = time.perf_counter()
             result = "success"
             try:
-                await self.reconciler.reconcile(key)
-                self.queue.forget(key)
+                outcome = await self.reconciler.reconcile(key)
             except Exception as error:  # a bad job must never stop a worker
                 result = "error"
                 self.metrics.reconcile_errors.labels(controller=c.CONTROLLER_NAME).inc()
                 log.warning("reconcile failed, will retry", error=str(error) or repr(error))
                 self.queue.add_rate_limited(key)
+            else:
+                self.queue.forget(key)
+                if outcome.requeue_after is not None:
+                    self.queue.add_after(key, outcome.requeue_after)
             finally:
                 self.queue.done(key)
                 elapsed = time.perf_counter() - started
@@ -257,6 +261,15 @@ class Operator:
                     controller=c.CONTROLLER_NAME, result=result
                 ).inc()
                 structlog.contextvars.clear_contextvars()
+
+    def retry(self, key: str, error: Exception) -> None:
+        """Reconcile `key` again after the status writer failed to store its status: at
+        once if it met someone else's (decide again from fresh data), otherwise with
+        per-key backoff."""
+        if isinstance(error, StatusConflict):
+            self.queue.add(key)
+        else:
+            self.queue.add_rate_limited(key)
 
     @staticmethod
     def _exit_code(background: list[asyncio.Task[None]]) -> int:

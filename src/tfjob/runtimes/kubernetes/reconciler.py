@@ -53,7 +53,6 @@ from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
 from tfjob.runtimes.kubernetes.status_writer import StatusWriter
-from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.reconciler")
 
@@ -67,6 +66,20 @@ class ActionsFailed(Exception):
     def __init__(self, errors: Sequence[Exception]) -> None:
         super().__init__("; ".join(str(e) for e in errors))
         self.errors = list(errors)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one reconcile asks of the worker loop: look again after `requeue_after`
+    seconds, or (None) only when a watch event says something changed.
+
+    Failures are exceptions (tfjob.api.errors): the loop retries a TemporaryError and
+    gives up on a PermanentError. The reconciler never touches the queue itself."""
+
+    requeue_after: float | None = None
+
+
+DONE = Result()
 
 
 @dataclass
@@ -85,7 +98,6 @@ class Reconciler:
         client: KubeClient,
         caches: Caches,
         expectations: Expectations,
-        queue: WorkQueue,
         recorder: EventRecorder,
         metrics: Metrics,
         settings: Settings,
@@ -98,7 +110,6 @@ class Reconciler:
         self._client = client
         self._caches = caches
         self._expectations = expectations
-        self._queue = queue
         self._recorder = recorder
         self._metrics = metrics
         self._settings = settings
@@ -108,30 +119,29 @@ class Reconciler:
         self._gang = gang
         self._dry_run = dry_run or DryRun(client)
 
-    async def reconcile(self, key: str) -> None:
-        """Bring job `key` one step closer to what the core wants."""
+    async def reconcile(self, key: str) -> Result:
+        """Bring job `key` one step closer to what the core wants; say when to look again."""
         # Not while its status is on the wire: once written, the cache holds it.
         await self._status.settled(key)
         cached = self._caches.jobs.get(key)
         if cached is None:
             self._expectations.forget(key)
             self._status.discard(key)
-            return
+            return DONE
         if cached.metadata.deletion_timestamp is not None:
-            return
+            return DONE
         if isinstance(cached, UndecodableJob):
             await self._reject(cached)
-            return
+            return DONE
         if not self._expectations.satisfied(key):
             # The watch events we wait for will queue the job; this is only the
             # safety net for lost events (expectations expire).
-            self._queue.add_after(key, self._expectations.time_left(key) + 0.001)
-            return
-        await self._carry_out(key, cached)
+            return Result(requeue_after=self._expectations.time_left(key) + 0.001)
+        return await self._carry_out(key, cached)
 
     # -- one plan ---------------------------------------------------------------------
 
-    async def _carry_out(self, key: str, cached: TFJob) -> None:
+    async def _carry_out(self, key: str, cached: TFJob) -> Result:
         job = self._status.decided_from(key, cached)  # the latest decided status
         pods = self._caches.pods.by_index(JOB_INDEX, key)
         services = self._caches.services.by_index(JOB_INDEX, key)
@@ -146,16 +156,15 @@ class Reconciler:
             refusal = f"its spec could not be read ({type(error).__name__}: {error})"
         if refusal is not None:
             await self._reject(cached, job, refusal)
-            return
+            return DONE
         ref = _ref(job.metadata)
         await self._store_status(key, cached, plan, lambda: self._count(job, pods, plan))
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
         errors, job_deleted = await self._act(key, ref, plan.actions, renderer)
-        if plan.requeue_after is not None and not job_deleted:
-            self._queue.add_after(key, plan.requeue_after)
         if errors:
             raise ActionsFailed(errors)
+        return Result(requeue_after=None if job_deleted else plan.requeue_after)
 
     async def _store_status(
         self, key: str, cached: TFJob, plan: Plan, count: Callable[[], None]

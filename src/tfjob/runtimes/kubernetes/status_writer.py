@@ -50,7 +50,6 @@ from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportErro
 from tfjob.runtimes.kubernetes.decode import CachedJob, decode_tfjob
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.resources import TFJOBS
-from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.status")
 
@@ -61,6 +60,7 @@ HOLDOFF = 0.02  # quiet this long after the last create/delete before writing
 PARALLELISM = 16  # status PUTs in flight at once
 
 Stored = Callable[[], None]
+Retry = Callable[[str, Exception], None]  # the worker loop's: reconcile key again
 
 
 class StatusConflict(Exception):
@@ -79,13 +79,16 @@ class _Pending:
 
 
 class StatusWriter:
-    """Pending statuses per job key, and the task that writes them."""
+    """Pending statuses per job key, and the task that writes them.
+
+    It never touches the work queue: a status it could not write is handed to
+    `retry` (the operator's worker loop), which decides when to reconcile again."""
 
     def __init__(
         self,
         client: KubeClient,
         jobs: Informer[CachedJob],
-        queue: WorkQueue,
+        retry: Retry,
         *,
         max_delay: float = MAX_DELAY,
         start_delay: float = START_DELAY,
@@ -94,7 +97,7 @@ class StatusWriter:
     ) -> None:
         self._client = client
         self._jobs = jobs
-        self._queue = queue
+        self._retry = retry
         self._max_delay = max_delay
         self._start_delay = start_delay
         self._holdoff = holdoff
@@ -289,12 +292,12 @@ class StatusWriter:
                 _run(entry.stored)
         except StatusConflict as error:
             log.info("status dropped, reconciling again", job=key, reason=str(error))
-            self._queue.add(key)
+            self._retry(key, error)
         except (ApiError, TransportError) as error:
             if isinstance(error, ApiError) and error.not_found:
                 return
             log.warning("cannot write status, will retry", job=key, error=str(error))
-            self._queue.add_rate_limited(key)
+            self._retry(key, error)
 
     # -- one PUT ------------------------------------------------------------------------
 
