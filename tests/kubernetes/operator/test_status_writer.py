@@ -20,9 +20,10 @@ import pytest
 
 from tests.support.operators import replica, tfjob
 from tests.support.status_lane import Lane, until
+from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.types import JobCondition, JobStatus
 from tfjob.core.settings import Settings
-from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.decode import decode_tfjob
 from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
 from tfjob.runtimes.kubernetes.reconciler import Reconciler
@@ -225,3 +226,27 @@ async def test_a_stopping_operator_writes_its_pending_statuses_first(
     status = decode_tfjob(await client.get(TFJOBS, namespace, "stopping")).status
     assert status.start_time is not None
     assert [c.type for c in status.conditions] == ["Created"]
+
+
+async def test_the_worker_loop_retries_by_the_kind_of_error(lane: Lane) -> None:
+    """One place decides what a failure means for the queue (Operator.retry): a
+    permanent error is given up, a temporary one with a delay comes back after it, any
+    other error comes back with per-key backoff."""
+    queue = lane.queue
+    lane.start(queue.run_timer())
+    lane.parts.retry("ns/gave-up", TransportError("connection reset"))  # a first failure
+    assert await asyncio.wait_for(queue.get(), 5) == "ns/gave-up"  # after a short backoff
+    queue.done("ns/gave-up")
+    lane.parts.retry("ns/gave-up", PermanentError("cannot ever run"))
+    assert queue.retries("ns/gave-up") == 0  # its backoff forgotten
+    assert len(queue) == 0 and queue.delayed == 0  # and not queued again
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    lane.parts.retry("ns/later", TemporaryError("busy", delay=0.3))
+    lane.parts.retry("ns/backoff", ApiError(500, "InternalError", "try again"))
+    assert queue.retries("ns/backoff") == 1 and queue.retries("ns/later") == 0
+    got = set()
+    while "ns/later" not in got:
+        got.add(await asyncio.wait_for(queue.get(), 5))
+    assert loop.time() - asked >= 0.29
+    assert "ns/backoff" in got  # a short first backoff: before the 0.3 s delay

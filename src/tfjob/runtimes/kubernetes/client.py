@@ -22,6 +22,7 @@ import aiohttp
 import msgspec
 
 from tfjob import __version__
+from tfjob.api.errors import TemporaryError
 from tfjob.runtimes.kubernetes.credentials import Connection, Credentials, connection
 from tfjob.runtimes.kubernetes.decode import decode_status
 from tfjob.runtimes.kubernetes.resources import Resource
@@ -32,7 +33,7 @@ POOL_SIZE = 64  # connections kept open (a burst of creates reuses them all)
 _encode = msgspec.json.encode
 
 
-class TransportError(Exception):
+class TransportError(TemporaryError):
     """The request did not get an answer (connection refused, reset, timed out)."""
 
 
@@ -40,7 +41,7 @@ class RequestTimeout(TransportError):
     """No answer in time; the request may or may not have been carried out."""
 
 
-class ApiError(Exception):
+class ApiError(TemporaryError):
     """A non-2xx answer from the API server, with its metav1.Status."""
 
     def __init__(self, code: int, reason: str, message: str) -> None:

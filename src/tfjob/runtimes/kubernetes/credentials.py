@@ -20,10 +20,12 @@ from typing import Any
 
 import msgspec
 
+from tfjob.api.errors import PermanentError
+
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1beta1", "client.authentication.k8s.io/v1")
 
 
-class CredentialsError(Exception):
+class CredentialsError(PermanentError):
     """The kubeconfig names credentials that cannot be used."""
 
 

@@ -16,6 +16,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from tfjob.api import constants as c
+from tfjob.api.errors import PermanentError
 from tfjob.api.timestamps import parse_rfc3339
 from tfjob.core.plan import Event
 from tfjob.core.progress import ReplicaView, RunObserver, replica_label
@@ -33,7 +34,7 @@ OUTAGE_LIMIT = 60.0
 _TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
-class JobDeleted(Exception):
+class JobDeleted(PermanentError):
     """The followed job was deleted (or replaced by another of the same name)."""
 
     def __init__(self, name: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from tfjob.api.errors import PermanentError
 from tfjob.core import gang
 from tfjob.core.plan import CreateGroup, DeleteGroup, GroupKind
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
@@ -24,7 +25,7 @@ from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.resources import Resource
 
 
-class GangUnavailable(Exception):
+class GangUnavailable(PermanentError):
     """The gang scheduler's group API is not served by this cluster."""
 
 

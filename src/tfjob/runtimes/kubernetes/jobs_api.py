@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from tfjob.api import constants as c
+from tfjob.api.errors import PermanentError
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
 from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, TFJOBS
 
@@ -23,14 +24,14 @@ Object = dict[str, Any]
 T = TypeVar("T")
 
 
-class NoSuchJob(Exception):
+class NoSuchJob(PermanentError):
     """The named TFJob does not exist in the namespace."""
 
     def __init__(self, namespace: str, name: str) -> None:
         super().__init__(f'no TFJob "{name}" in namespace {namespace}')
 
 
-class NoTFJobApi(Exception):
+class NoTFJobApi(PermanentError):
     """The cluster does not serve kubeflow.org/v1 TFJobs: the CRD is not installed."""
 
     def __init__(self) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from tfjob.api.errors import PermanentError
 from tfjob.api.timestamps import rfc3339_micro
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.resources import LEASES
@@ -31,7 +32,7 @@ from tfjob.runtimes.kubernetes.resources import LEASES
 log = structlog.get_logger("tfjob.leader")
 
 
-class LeadershipLost(Exception):
+class LeadershipLost(PermanentError):
     """The lease could not be renewed in time."""
 
 

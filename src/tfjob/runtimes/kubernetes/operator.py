@@ -31,6 +31,7 @@ from typing import Any
 import structlog
 
 from tfjob.api import constants as c
+from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.observed import Pod, Service
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.client import KubeClient
@@ -45,7 +46,7 @@ from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.reconciler import Caches, Reconciler
 from tfjob.runtimes.kubernetes.resources import OWNED_SELECTOR, PODS, SERVICES, TFJOBS
 from tfjob.runtimes.kubernetes.server import Servers
-from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
+from tfjob.runtimes.kubernetes.status_writer import StatusWriter
 from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.operator")
@@ -247,8 +248,7 @@ class Operator:
             except Exception as error:  # a bad job must never stop a worker
                 result = "error"
                 self.metrics.reconcile_errors.labels(controller=c.CONTROLLER_NAME).inc()
-                log.warning("reconcile failed, will retry", error=str(error) or repr(error))
-                self.queue.add_rate_limited(key)
+                self.retry(key, error)
             else:
                 self.queue.forget(key)
                 if outcome.requeue_after is not None:
@@ -263,12 +263,19 @@ class Operator:
                 structlog.contextvars.clear_contextvars()
 
     def retry(self, key: str, error: Exception) -> None:
-        """Reconcile `key` again after the status writer failed to store its status: at
-        once if it met someone else's (decide again from fresh data), otherwise with
-        per-key backoff."""
-        if isinstance(error, StatusConflict):
-            self.queue.add(key)
+        """Hand `key` back to the queue after `error` (from a reconcile or a status
+        write), by its kind: a PermanentError is given up (the job's next watch event
+        brings it back), a TemporaryError with a `delay` comes back after it, anything
+        else (a bug included) with per-key exponential backoff."""
+        text = str(error) or repr(error)
+        if isinstance(error, PermanentError):
+            log.error("reconcile failed, not retrying", error=text)
+            self.queue.forget(key)
+        elif isinstance(error, TemporaryError) and error.delay is not None:
+            log.info("reconciling again", after=error.delay, error=text)
+            self.queue.add_after(key, error.delay)
         else:
+            log.warning("reconcile failed, will retry", error=text)
             self.queue.add_rate_limited(key)
 
     @staticmethod

@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 
 from tfjob.api import constants as c
+from tfjob.api.errors import TemporaryError
 from tfjob.api.observed import Pod, Service
 from tfjob.api.types import ObjectMeta, TFJob
 from tfjob.core import conditions
@@ -60,7 +61,7 @@ log = structlog.get_logger("tfjob.reconciler")
 _SPEC_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError)
 
 
-class ActionsFailed(Exception):
+class ActionsFailed(TemporaryError):
     """Some creates or deletes failed; the job is retried with backoff."""
 
     def __init__(self, errors: Sequence[Exception]) -> None:

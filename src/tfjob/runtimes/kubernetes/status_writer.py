@@ -45,6 +45,7 @@ import msgspec
 import structlog
 
 from tfjob.api import constants as c
+from tfjob.api.errors import TemporaryError
 from tfjob.api.types import JobStatus, ObjectMeta, TFJob
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.decode import CachedJob, decode_tfjob
@@ -63,7 +64,7 @@ Stored = Callable[[], None]
 Retry = Callable[[str, Exception], None]  # the worker loop's: reconcile key again
 
 
-class StatusConflict(Exception):
+class StatusConflict(TemporaryError):
     """Someone else changed the job's status since we read it: decide again."""
 
 
@@ -292,7 +293,8 @@ class StatusWriter:
                 _run(entry.stored)
         except StatusConflict as error:
             log.info("status dropped, reconciling again", job=key, reason=str(error))
-            self._retry(key, error)
+            # Decide again at once: the cache already holds the other writer's status.
+            self._retry(key, TemporaryError(f"status dropped: {error}", delay=0.0))
         except (ApiError, TransportError) as error:
             if isinstance(error, ApiError) and error.not_found:
                 return

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfjob.api.errors import PermanentError
 
-class LaunchError(ValueError):
+
+class LaunchError(PermanentError, ValueError):
     """The container cannot be started locally; the text says why and what to change."""
 
 
