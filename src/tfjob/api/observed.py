@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import msgspec
 
-
-class _Wire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
-    pass
+from tfjob.api.wire import Wire
 
 
-class OwnerReference(_Wire):
+class OwnerReference(Wire):
     api_version: str = ""
     kind: str = ""
     name: str = ""
@@ -25,7 +23,7 @@ class OwnerReference(_Wire):
     block_owner_deletion: bool | None = None
 
 
-class Meta(_Wire):
+class Meta(Wire):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -43,29 +41,29 @@ class Meta(_Wire):
         return None
 
 
-class Terminated(_Wire):
+class Terminated(Wire):
     exit_code: int = 0
     reason: str = ""
     message: str = ""
 
 
-class Waiting(_Wire):
+class Waiting(Wire):
     reason: str = ""
     message: str = ""
 
 
-class ContainerState(_Wire):
+class ContainerState(Wire):
     terminated: Terminated | None = None
     waiting: Waiting | None = None
 
 
-class ContainerStatus(_Wire):
+class ContainerStatus(Wire):
     name: str = ""
     restart_count: int = 0
     state: ContainerState = msgspec.field(default_factory=ContainerState)
 
 
-class PodStatus(_Wire):
+class PodStatus(Wire):
     phase: str = "Pending"
     reason: str = ""
     message: str = ""
@@ -73,10 +71,10 @@ class PodStatus(_Wire):
     init_container_statuses: list[ContainerStatus] = []
 
 
-class Pod(_Wire):
+class Pod(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
-class Service(_Wire):
+class Service(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)

@@ -11,12 +11,10 @@ from typing import Any
 
 import msgspec
 
-
-class _Wire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
-    """Base for API structs: camelCase on the wire, defaults left out when encoding."""
+from tfjob.api.wire import Wire
 
 
-class ObjectMeta(_Wire):
+class ObjectMeta(Wire):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -28,7 +26,7 @@ class ObjectMeta(_Wire):
     annotations: dict[str, str] = {}
 
 
-class SchedulingPolicy(_Wire):
+class SchedulingPolicy(Wire):
     min_available: int | None = None
     queue: str = ""
     min_resources: dict[str, Any] | None = None
@@ -36,7 +34,7 @@ class SchedulingPolicy(_Wire):
     schedule_timeout_seconds: int | None = None
 
 
-class RunPolicy(_Wire):
+class RunPolicy(Wire):
     clean_pod_policy: str | None = None
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
@@ -46,20 +44,20 @@ class RunPolicy(_Wire):
     managed_by: str | None = None
 
 
-class ReplicaSpec(_Wire):
+class ReplicaSpec(Wire):
     replicas: int | None = None
     template: dict[str, Any] = {}
     restart_policy: str = ""
 
 
-class TFJobSpec(_Wire):
+class TFJobSpec(Wire):
     run_policy: RunPolicy = msgspec.field(default_factory=RunPolicy)
     success_policy: str | None = None
     tf_replica_specs: dict[str, ReplicaSpec] = {}
     enable_dynamic_worker: bool = False
 
 
-class JobCondition(_Wire):
+class JobCondition(Wire):
     type: str
     status: str
     reason: str = ""
@@ -68,7 +66,7 @@ class JobCondition(_Wire):
     last_transition_time: str | None = None
 
 
-class ReplicaStatus(_Wire):
+class ReplicaStatus(Wire):
     active: int = 0
     succeeded: int = 0
     failed: int = 0
@@ -76,7 +74,7 @@ class ReplicaStatus(_Wire):
     selector: str | None = None
 
 
-class JobStatus(_Wire):
+class JobStatus(Wire):
     conditions: list[JobCondition] = []
     replica_statuses: dict[str, ReplicaStatus] = {}
     start_time: str | None = None
@@ -94,7 +92,7 @@ class JobStatus(_Wire):
     counted_pods: list[str] = []
 
 
-class TFJob(_Wire):
+class TFJob(Wire):
     api_version: str = "kubeflow.org/v1"
     kind: str = "TFJob"
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)

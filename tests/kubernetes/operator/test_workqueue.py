@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from tfjob.runtimes.kubernetes.workqueue import ExponentialBackoff, WorkQueue
+from tfjob.runtimes.kubernetes.backoff import ExponentialBackoff
+from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 
 async def _get(queue: WorkQueue, within: float = 1.0) -> str | None:

@@ -47,6 +47,8 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tfjob.api import constants as c
+from tfjob.api.timestamps import rfc3339
+from tfjob.runtimes.kubernetes.backoff import Backoff
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.resources import EVENTS
 
@@ -280,19 +282,20 @@ class EventRecorder:
         return False
 
     async def _send_loop(self) -> None:
-        failures = 0
+        backoff = Backoff(RETRY_BASE, RETRY_MAX)
         while True:
             entry = await self._next()
             ident = id(entry)
             self._sending.add(ident)
+            pause = 0.0
             try:
                 await self._write(entry)
-                failures = 0
+                backoff.reset()
             except (ApiError, TransportError) as error:
                 if isinstance(error, ApiError) and not _worth_retrying(error):
                     self._give_up(entry, error)
                 else:
-                    failures += 1
+                    pause = backoff.delay()
                     self.metrics.retries.inc()
                     log.info("event write failed, will retry", error=str(error))
             except Exception as error:  # a bug must not stop the other events
@@ -302,8 +305,8 @@ class EventRecorder:
                 if entry.behind:
                     self._enqueue(entry)  # repeats folded in while on the wire, or a retry
                 self._pending_changed()
-            if failures:
-                await asyncio.sleep(min(RETRY_BASE * 2 ** (failures - 1), RETRY_MAX))
+            if pause:
+                await asyncio.sleep(pause)
 
     async def _next(self) -> Entry:
         while not self._waiting:
@@ -375,5 +378,5 @@ def _worth_retrying(error: ApiError) -> bool:
 
 
 def _stamp(at: float) -> str:
-    moment = datetime.fromtimestamp(at, UTC) if at else datetime.now(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Wall-clock seconds `at` (0: now) as an Event's timestamp."""
+    return rfc3339(datetime.fromtimestamp(at, UTC) if at else datetime.now(UTC))

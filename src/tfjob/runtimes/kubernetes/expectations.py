@@ -27,7 +27,9 @@ TIMEOUT_SECONDS = 300.0
 
 
 @dataclass
-class _Pending:
+class _Outstanding:
+    """One job's creates and deletes sent but not yet seen in the watch."""
+
     creates: dict[Kind, set[str]] = field(
         default_factory=lambda: {"pods": set(), "services": set()}
     )
@@ -50,7 +52,7 @@ class Expectations:
     ) -> None:
         self._timeout = timeout
         self._clock = clock
-        self._jobs: dict[str, _Pending] = {}
+        self._jobs: dict[str, _Outstanding] = {}
 
     # -- raising: before each write ---------------------------------------------------
 
@@ -108,12 +110,12 @@ class Expectations:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _pending(self, job: str) -> _Pending:
+    def _pending(self, job: str) -> _Outstanding:
         pending = self._jobs.get(job)
         if pending is None:
-            pending = self._jobs[job] = _Pending(since=self._clock())
+            pending = self._jobs[job] = _Outstanding(since=self._clock())
         return pending
 
-    def _drop_if_empty(self, job: str, pending: _Pending) -> None:
+    def _drop_if_empty(self, job: str, pending: _Outstanding) -> None:
         if pending.empty():
             del self._jobs[job]

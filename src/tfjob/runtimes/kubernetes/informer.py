@@ -22,17 +22,21 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic
 
 import msgspec
 import structlog
 
+from tfjob.runtimes.kubernetes.backoff import Backoff
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.decode import Codec, T, decode_event, decode_status
 from tfjob.runtimes.kubernetes.resources import Resource
 
 log = structlog.get_logger("tfjob.informer")
+
+RECONNECT_FIRST = 0.8  # seconds before the first re-list or re-watch, doubling...
+RECONNECT_CAP = 30.0  # ...up to this, each stretched by up to 100% (jitter)
 
 IndexFunc = Callable[[T], "str | None"]
 
@@ -44,24 +48,6 @@ class Handlers(Generic[T]):
     on_add: Callable[[T], None] = lambda _obj: None
     on_update: Callable[[T, T], None] = lambda _old, _new: None
     on_delete: Callable[[T], None] = lambda _obj: None
-
-
-@dataclass
-class Backoff:
-    """Reconnect delays: doubling from `initial` to `cap`, each stretched by up to 100%."""
-
-    initial: float = 0.8
-    cap: float = 30.0
-    _next: float = field(default=0.0, init=False)
-    _rng: random.Random = field(default_factory=random.Random, init=False)
-
-    def delay(self) -> float:
-        base = self._next or self.initial
-        self._next = min(base * 2, self.cap)
-        return base * (1 + self._rng.random())
-
-    def reset(self) -> None:
-        self._next = 0.0
 
 
 class _RvOnly(msgspec.Struct):
@@ -114,7 +100,7 @@ class Informer(Generic[T]):
         self._namespace = namespace
         self._selector = label_selector
         self._page_size = page_size
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or Backoff(RECONNECT_FIRST, RECONNECT_CAP, jitter=1.0)
         self._watch_seconds = watch_seconds
         self._store: dict[str, T] = {}
         self._indexers: dict[str, IndexFunc[T]] = {}

@@ -69,7 +69,7 @@ class StatusConflict(TemporaryError):
 
 
 @dataclass
-class _Pending:
+class _UnwrittenStatus:
     """A job's decided, not yet written status."""
 
     uid: str
@@ -103,7 +103,7 @@ class StatusWriter:
         self._start_delay = start_delay
         self._holdoff = holdoff
         self._slots = asyncio.Semaphore(parallelism)
-        self._pending: dict[str, _Pending] = {}  # insertion order: oldest first
+        self._pending: dict[str, _UnwrittenStatus] = {}  # insertion order: oldest first
         self._due: list[tuple[float, int, str]] = []  # heap; stale items skipped
         self._seq = itertools.count()
         self._writing: dict[str, asyncio.Event] = {}
@@ -154,7 +154,7 @@ class StatusWriter:
         due = self._now() + (self._start_delay if with_creates else self._max_delay)
         entry = self._pending.get(key)
         if entry is None:
-            entry = self._pending[key] = _Pending(
+            entry = self._pending[key] = _UnwrittenStatus(
                 uid=cached.metadata.uid, base=cached.status, status=status, due=due
             )
         entry.status = status
@@ -269,7 +269,7 @@ class StatusWriter:
             heapq.heappop(self._due)
         return None
 
-    async def _write_due(self, key: str, entry: _Pending, done: asyncio.Event) -> None:
+    async def _write_due(self, key: str, entry: _UnwrittenStatus, done: asyncio.Event) -> None:
         try:
             await self._store(key, entry)
         finally:
@@ -281,7 +281,7 @@ class StatusWriter:
                 heapq.heappush(self._due, (again.due, next(self._seq), key))
                 self._changed.set()
 
-    async def _store(self, key: str, entry: _Pending) -> None:
+    async def _store(self, key: str, entry: _UnwrittenStatus) -> None:
         """Write one deferred status with the conflict rule; on failure reconcile again."""
         cached = self._jobs.get(key)
         if not isinstance(cached, TFJob) or cached.metadata.uid != entry.uid:

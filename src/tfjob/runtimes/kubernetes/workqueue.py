@@ -26,6 +26,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tfjob.runtimes.kubernetes.backoff import ExponentialBackoff
+
 
 @dataclass
 class QueueHooks:
@@ -42,29 +44,6 @@ class QueueHooks:
     on_latency: Callable[[float], None] = lambda _seconds: None
     on_work: Callable[[float], None] = lambda _seconds: None
     expose_in_flight: Callable[[Callable[[], list[float]]], None] = lambda _ages: None
-
-
-class ExponentialBackoff:
-    """Per-key failure delays: base * 2**failures, capped (client-go's item limiter)."""
-
-    def __init__(self, base: float = 0.005, cap: float = 1000.0) -> None:
-        self._base = base
-        self._cap = cap
-        self._failures: dict[str, int] = {}
-
-    def when(self, key: str) -> float:
-        """The delay before the next retry of `key`, counting this failure."""
-        failures = self._failures.get(key, 0)
-        self._failures[key] = failures + 1
-        if failures > 64:  # 2**64 * base overflows any cap; avoid float blow-up
-            return self._cap
-        return min(self._base * 2.0**failures, self._cap)
-
-    def forget(self, key: str) -> None:
-        self._failures.pop(key, None)
-
-    def retries(self, key: str) -> int:
-        return self._failures.get(key, 0)
 
 
 @dataclass(order=True)
