@@ -8,7 +8,7 @@ import random
 import pytest
 
 from tfjob.runtimes.kubernetes.backoff import ExponentialBackoff
-from tfjob.runtimes.kubernetes.workqueue import WorkQueue
+from tfjob.runtimes.kubernetes.workqueue import NEW_SHARE, WorkQueue
 
 
 async def _get(queue: WorkQueue, within: float = 1.0) -> str | None:
@@ -167,3 +167,62 @@ async def test_shutdown_releases_waiting_workers_and_stops_handing_out_work() ->
     queue.done("ns/a")  # the in-flight reconcile still finishes cleanly
     queue.add("ns/c")
     assert await _get(queue) is None
+
+
+async def _drain(queue: WorkQueue) -> list[str]:
+    """Every key now waiting, in the order workers would get them."""
+    order = []
+    while len(queue):
+        key = await _get(queue)
+        assert key is not None
+        order.append(key)
+        queue.done(key)
+    return order
+
+
+async def test_a_started_pod_of_a_created_job_is_handled_before_new_jobs() -> None:
+    # A burst of new jobs is waiting; job "old" already has pods and one of them
+    # started: its status must not wait for every new job to be created first.
+    queue = WorkQueue()
+    for i in range(5):
+        queue.add_new(f"ns/new-{i}")
+    queue.add("ns/old")
+    assert await _get(queue) == "ns/old"
+    queue.done("ns/old")
+    assert await _drain(queue) == [f"ns/new-{i}" for i in range(5)]  # still FIFO
+
+
+async def test_a_change_to_a_job_waiting_as_new_moves_it_up_once() -> None:
+    queue = WorkQueue()
+    for name in ("a", "b", "c"):
+        queue.add_new(f"ns/{name}")
+    queue.add("ns/c")  # its pods appeared (a relist after a restart, say)
+    queue.add_new("ns/c")  # a later "new" add never moves it back down
+    assert len(queue) == 3
+    assert await _drain(queue) == ["ns/c", "ns/a", "ns/b"]  # c once, not twice
+
+
+async def test_a_reaction_while_the_job_is_processed_comes_back_first() -> None:
+    queue = WorkQueue()
+    queue.add_new("ns/a")
+    assert await _get(queue) == "ns/a"  # its first reconcile, creating pods
+    queue.add_new("ns/b")
+    queue.add("ns/a")  # one of a's pods started meanwhile
+    queue.done("ns/a")
+    assert await _drain(queue) == ["ns/a", "ns/b"]
+
+
+async def test_new_jobs_are_not_starved_by_a_stream_of_reactions() -> None:
+    queue = WorkQueue()
+    queue.add_new("ns/new")
+    served = []
+    for i in range(3 * NEW_SHARE):
+        queue.add(f"ns/old-{i}")
+        key = await _get(queue)
+        assert key is not None
+        served.append(key)
+        queue.done(key)
+        if key == "ns/new":
+            break
+    assert served[-1] == "ns/new"
+    assert len(served) == NEW_SHARE + 1  # one turn after NEW_SHARE reactions

@@ -81,8 +81,10 @@ class Wiring:
         self.queue.add(job)
 
     def _job_added(self, job: CachedJob) -> None:
+        # A job seen for the first time (or relisted) waits behind reactions of jobs
+        # already reconciled: see workqueue.py.
         self.metrics.job(self.metrics.jobs_created, job.metadata.namespace)
-        self.queue.add(key_of(job))
+        self.queue.add_new(key_of(job))
 
     def _job_updated(self, old: CachedJob, new: CachedJob) -> None:
         # Our own status writes are already in the cache (written through), so their

@@ -104,7 +104,8 @@ class Operator:
             ),
         )
         self._wire()
-        self.status = StatusWriter(client, self.caches.jobs, self.retry)
+        # A status reporting what pods did waits behind creates at most 0.1 s (reaction).
+        self.status = StatusWriter(client, self.caches.jobs, self.retry, max_delay=0.1)
         self.gang = (
             GangGroups(client, self.recorder, self.metrics, options.gang_scheduler_name)
             if options.gang_scheduler_name

@@ -8,6 +8,13 @@ Why this shape:
   dirty, and `done` puts it back in the queue exactly once ("processing" set).
 - Failures retry with a per-key exponential delay (5 ms doubling up to 1000 s) so a
   broken job cannot spin a worker, and `forget` resets it after a success.
+- Two lanes: changes to jobs already reconciled (a pod started, a deadline, a retry)
+  go before jobs seen for the first time. A burst of N new jobs otherwise puts each
+  job's second reconcile - the one that sees its pods Running and reports it - at the
+  back of a FIFO behind every job not yet created, so reporting waited for the whole
+  burst. A first reconcile is `add_new`; every other add is a reaction, and a reaction
+  to a key already waiting as new moves it up. New jobs still get one turn in
+  every NEW_SHARE+1 when both lanes wait, so a flood of reactions cannot starve them.
 - The core asks to be woken at deadlines (activeDeadlineSeconds, TTL). `add_after`
   keeps those in a heap served by one timer task that sleeps until the earliest
   deadline: no polling, and a deadline fires within the loop's timer resolution.
@@ -46,6 +53,10 @@ class QueueHooks:
     expose_in_flight: Callable[[Callable[[], list[float]]], None] = lambda _ages: None
 
 
+NEW_SHARE = 8  # reactions served per new job while both lanes wait
+REACTION, NEW = 0, 1  # lanes, in the order they are served
+
+
 @dataclass(order=True)
 class _Delayed:
     ready_at: float
@@ -62,8 +73,15 @@ class WorkQueue:
         hooks: QueueHooks | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        self._queue: deque[str] = deque()
-        self._dirty: set[str] = set()
+        # Each lane holds (seq, key); `_queued` says which entry is live, so moving a
+        # key to the reaction lane leaves a stale entry behind that `get` skips.
+        self._lanes: tuple[deque[tuple[int, str]], deque[tuple[int, str]]] = (
+            deque(),
+            deque(),
+        )
+        self._queued: dict[str, tuple[int, int]] = {}  # key -> (lane, seq)
+        self._reactions_in_a_row = 0
+        self._dirty: dict[str, int] = {}  # key -> the lane it goes back to
         self._processing: dict[str, float] = {}  # key -> when its processing started
         self._added_at: dict[str, float] = {}
         self._backoff = backoff or ExponentialBackoff()
@@ -84,14 +102,28 @@ class WorkQueue:
     # -- adding ---------------------------------------------------------------------
 
     def add(self, key: str) -> None:
-        """Queue `key` now (a no-op if it is already waiting)."""
-        if self._shutting_down or key in self._dirty:
+        """Queue `key` now, as a reaction to a change of a job already reconciled.
+
+        A no-op if it is already waiting as a reaction; if it waits as new, it moves up.
+        """
+        self._add(key, REACTION)
+
+    def add_new(self, key: str) -> None:
+        """Queue `key` for its first reconcile, behind every waiting reaction."""
+        self._add(key, NEW)
+
+    def _add(self, key: str, lane: int) -> None:
+        if self._shutting_down:
             return
-        self._hooks.on_add()
-        self._dirty.add(key)
+        waiting = self._dirty.get(key)
+        if waiting is not None and waiting <= lane:
+            return
+        if waiting is None:
+            self._hooks.on_add()
+        self._dirty[key] = lane
         if key in self._processing:
             return  # `done` re-queues it
-        self._push(key)
+        self._push(key, lane)
 
     def add_after(self, key: str, delay: float) -> None:
         """Queue `key` after `delay` seconds; an earlier pending time for it wins."""
@@ -129,7 +161,7 @@ class WorkQueue:
         After shutdown no new work is handed out, even if keys are waiting: the
         operator is stopping and the next leader (or the next start) relists anyway.
         """
-        while not self._queue and not self._shutting_down:
+        while not self._queued and not self._shutting_down:
             waiter = asyncio.get_running_loop().create_future()
             self._getters.append(waiter)
             try:
@@ -142,11 +174,11 @@ class WorkQueue:
                 raise
         if self._shutting_down:
             return None
-        key = self._queue.popleft()
-        self._hooks.on_depth(len(self._queue))
+        key = self._pop()
+        self._hooks.on_depth(len(self._queued))
         now = self._clock()
         self._processing[key] = now
-        self._dirty.discard(key)
+        del self._dirty[key]
         added = self._added_at.pop(key, None)
         if added is not None:
             self._hooks.on_latency(now - added)
@@ -157,15 +189,16 @@ class WorkQueue:
         started = self._processing.pop(key, None)
         if started is not None:
             self._hooks.on_work(self._clock() - started)
-        if key in self._dirty and not self._shutting_down:
-            self._push(key)
-        elif not self._queue and not self._processing:
+        lane = self._dirty.get(key)
+        if lane is not None and not self._shutting_down:
+            self._push(key, lane)
+        elif not self._queued and not self._processing:
             self.idle.set()
 
     # -- state --------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._queued)
 
     @property
     def delayed(self) -> int:
@@ -215,12 +248,37 @@ class WorkQueue:
 
     # -- internals --------------------------------------------------------------------
 
-    def _push(self, key: str) -> None:
+    def _push(self, key: str, lane: int) -> None:
         self.idle.clear()
-        self._queue.append(key)
+        seq = next(self._seq)
+        self._queued[key] = (lane, seq)  # replaces (so voids) an entry in the new lane
+        self._lanes[lane].append((seq, key))
         self._added_at.setdefault(key, self._clock())
-        self._hooks.on_depth(len(self._queue))
+        self._hooks.on_depth(len(self._queued))
         self._wake_one()
+
+    def _pop(self) -> str:
+        """The next live key: reactions first, but one new job per NEW_SHARE of them."""
+        reactions, new = (self._drop_stale(lane) for lane in (REACTION, NEW))
+        if reactions and not (new and self._reactions_in_a_row >= NEW_SHARE):
+            self._reactions_in_a_row += new  # count only turns taken from waiting new jobs
+            lane = REACTION
+        else:
+            self._reactions_in_a_row = 0
+            lane = NEW
+        _, key = self._lanes[lane].popleft()
+        del self._queued[key]
+        return key
+
+    def _drop_stale(self, lane: int) -> bool:
+        """Skip the lane's leading entries that were moved; True if a live one is left."""
+        entries = self._lanes[lane]
+        while entries:
+            seq, key = entries[0]
+            if self._queued.get(key) == (lane, seq):
+                return True
+            entries.popleft()
+        return False
 
     def _wake_one(self) -> None:
         while self._getters:
