@@ -12,6 +12,7 @@ as the kubelet rotates it. Why this library: docs/kubernetes-runtime.md.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import ssl
 import threading
@@ -22,6 +23,10 @@ from typing import Any
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DEFAULT_KUBECONFIG = "~/.kube/config"
+
+# The loader logs what it then raises (or a missing file it then skips): our errors say
+# it once. Its records still reach the handlers the operator configures.
+logging.getLogger("kubernetes_asyncio").addHandler(logging.NullHandler())
 
 Loader = Callable[[], Awaitable[Any]]  # -> a loaded kubernetes_asyncio Configuration
 
@@ -113,9 +118,11 @@ def _kubeconfig_connection(path: str, context: str | None) -> Connection:
     from kubernetes_asyncio.client import Configuration
     from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
 
+    if not any(os.path.isfile(os.path.expanduser(one)) for one in path.split(os.pathsep)):
+        raise CredentialsError(f"{path}: no such file")
     merged = KubeConfigMerger(path).config
     if merged is None or not merged.safe_get("contexts"):
-        raise CredentialsError(f"{path}: no kubeconfig there, or it has no contexts")
+        raise CredentialsError(f"{path}: the kubeconfig has no contexts")
     if context is None and not merged.safe_get("current-context"):
         raise CredentialsError(f"{path}: the kubeconfig has no current context")
     chosen = merged["contexts"].get_with_name(context or merged["current-context"])
