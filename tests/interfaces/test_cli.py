@@ -28,7 +28,7 @@ def test_unknown_command_is_an_error() -> None:
 def test_run_does_not_import_the_operator_stack() -> None:
     code = (
         "import sys; from tfjob.interfaces.cli import cli; cli.get_command(None, 'run');"
-        "print(any(m.startswith(('aiohttp', 'lightkube', 'prometheus_client')) for m in sys.modules))"
+        "print(any(m.startswith(('aiohttp', 'kubernetes_asyncio', 'lightkube', 'prometheus_client')) for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -72,10 +72,9 @@ class Target:
 def _kubeconfig_errors() -> tuple[type[Exception], ...]:
     """What reading a kubeconfig raises when the file or the context is not usable."""
     import yaml
-    from lightkube.core.exceptions import ConfigError
 
     malformed = (ValueError, KeyError, TypeError, AttributeError)  # a file not shaped as one
-    return (CredentialsError, ConfigError, yaml.YAMLError, OSError, *malformed)
+    return (CredentialsError, yaml.YAMLError, OSError, *malformed)
 
 
 def cluster_options(command: F) -> F:

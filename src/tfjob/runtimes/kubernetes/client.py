@@ -1,14 +1,14 @@
 """A thin async Kubernetes client of ours: raw JSON in, raw JSON out.
 
-Why not lightkube's AsyncClient directly: it decodes every response into its own
-models, which on the hot path (lists and watch events of thousands of pods) costs
-~10x the time and ~8x the memory of decoding straight into our projections, and its
-watch cannot ask for bookmarks. Why aiohttp rather than the httpx client lightkube
-builds: measured against the test API server, a burst of 1,500 creates cost 1.8 s of
-client CPU through httpx and 0.45 s through aiohttp (docs/kubernetes-runtime.md), and
-on a small machine the operator's CPU is taken from the API server's. So lightkube
-does what it is good at - reading kubeconfig or in-cluster credentials and building
-the TLS context (credentials.py) - and this module sends the few requests the
+Why not a generated client's models (lightkube's, kubernetes_asyncio's): decoding
+every response into them on the hot path (lists and watch events of thousands of pods)
+costs ~10x the time and ~8x the memory of decoding straight into our projections, and
+lightkube's watch cannot ask for bookmarks. Why aiohttp rather than httpx: measured
+against the test API server, a burst of 1,500 creates cost 1.8 s of client CPU through
+httpx and 0.45 s through aiohttp (docs/kubernetes-runtime.md), and on a small machine
+the operator's CPU is taken from the API server's. kubernetes_asyncio's config loader,
+built on aiohttp too, reads kubeconfig or in-cluster credentials (credentials.py), so
+the operator carries one HTTP stack; this module sends the few requests the
 operator needs and hands back bytes.
 """
 
