@@ -29,6 +29,7 @@ from decimal import Decimal
 from typing import Any
 
 from tfjob.api import constants as c
+from tfjob.api.owners import owner_reference
 from tfjob.api.types import TFJob
 from tfjob.core.plan import Event, GroupKind
 
@@ -140,17 +141,6 @@ def group_objects(job: TFJob, scheduler_name: str) -> list[dict[str, Any]]:
     return []
 
 
-def _owner(job: TFJob) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND,
-        "name": job.metadata.name,
-        "uid": job.metadata.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def _metadata(job: TFJob, *, annotations: bool = True) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": job.metadata.name,
@@ -158,7 +148,7 @@ def _metadata(job: TFJob, *, annotations: bool = True) -> dict[str, Any]:
     }
     if annotations and job.metadata.annotations:
         meta["annotations"] = dict(job.metadata.annotations)
-    meta["ownerReferences"] = [_owner(job)]
+    meta["ownerReferences"] = [owner_reference(job)]
     return meta
 
 

@@ -15,6 +15,7 @@ from tfjob.api import constants as c
 from tfjob.api.containers import tensorflow_container
 from tfjob.api.defaults import with_defaults
 from tfjob.api.names import is_chief_or_master, label_value, object_name, replica_key
+from tfjob.api.owners import owner_reference
 from tfjob.api.types import TFJob
 from tfjob.core import gang
 from tfjob.core.plan import CreatePod, Event
@@ -42,17 +43,6 @@ def replica_labels(job_name: str, replica_type: str, index: int) -> dict[str, st
         **base_labels(job_name),
         c.LABEL_REPLICA_TYPE: replica_key(replica_type),
         c.LABEL_REPLICA_INDEX: str(index),
-    }
-
-
-def owner_reference(job: TFJob) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND,
-        "name": job.metadata.name,
-        "uid": job.metadata.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
     }
 
 
