@@ -3,38 +3,20 @@ the live status table, anything else plain prefixed lines."""
 
 from __future__ import annotations
 
-import os
-import pty
-import subprocess
 from pathlib import Path
 
+from tests.support.terminal import run_on_terminal
 from tests.support.tfjob_cli import RUN_LIMIT, TFJOB, job, replica, tfjob, write
 
 _JOB = job("shown", Worker=replica("print('hello')", replicas=2))
 _JOB["spec"]["successPolicy"] = "AllWorkers"  # wait for both, not just worker-0
 
 
-def _run_on_terminal(*args: str) -> tuple[int, str]:
-    """Run tfjob with a pseudo-terminal as stdout and stderr; its exit status and output."""
-    leader, follower = pty.openpty()
-    process = subprocess.Popen([*TFJOB, *args], stdout=follower, stderr=follower)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the terminal's other side is closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    return process.wait(timeout=RUN_LIMIT), b"".join(chunks).decode(errors="replace")
-
-
 def test_a_terminal_gets_colour_and_the_live_table(tmp_path: Path) -> None:
     path = write(tmp_path / "job.yaml", _JOB)
-    status, output = _run_on_terminal("run", str(path), "--run-dir", str(tmp_path / "run"))
+    status, output = run_on_terminal(
+        [*TFJOB, "run", str(path), "--run-dir", str(tmp_path / "run")], RUN_LIMIT
+    )
     assert status == 0, output
     assert "\x1b[" in output  # colour
     assert "REPLICA" in output and "RESTARTS" in output and "ELAPSED" in output
@@ -44,8 +26,8 @@ def test_a_terminal_gets_colour_and_the_live_table(tmp_path: Path) -> None:
 
 def test_no_view_keeps_colour_but_drops_the_table(tmp_path: Path) -> None:
     path = write(tmp_path / "job.yaml", _JOB)
-    status, output = _run_on_terminal(
-        "run", str(path), "--run-dir", str(tmp_path / "run"), "--no-view"
+    status, output = run_on_terminal(
+        [*TFJOB, "run", str(path), "--run-dir", str(tmp_path / "run"), "--no-view"], RUN_LIMIT
     )
     assert status == 0, output
     assert "\x1b[" in output

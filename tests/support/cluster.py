@@ -172,45 +172,39 @@ class Cluster:
     # -- internals ---------------------------------------------------------------------
 
     def _start_scheduler(self, deadline: float) -> None:
-        port = _free_port()
-        kubeconfig = str(self.plane.kubeconfig_path)
-        self._spawn(
-            "kube-scheduler",
-            [
-                str(self.assets.tool("kube-scheduler")),
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--cert-dir={self.folder / 'scheduler-certs'}",
-                f"--feature-gates={GANG_FEATURE_GATES}",
-            ],
-        )
-        self._wait("kube-scheduler", deadline, lambda: _https_ok(port, "/healthz"))
+        self._start_component("kube-scheduler", "scheduler-certs", deadline, [])
 
     def _start_controller_manager(self, deadline: float) -> None:
+        extra = [
+            f"--controllers={','.join(CONTROLLERS)}",
+            # Pods of a deleted node go at once, not after the default 12500 pods.
+            "--terminated-pod-gc-threshold=100",
+        ]
+        self._start_component(
+            "kube-controller-manager", "controller-manager-certs", deadline, extra
+        )
+
+    def _start_component(self, name: str, certs: str, deadline: float, extra: list[str]) -> None:
+        """Start kube-scheduler or kube-controller-manager as admin, with the gang
+        feature gates, and wait until its /healthz answers."""
         port = _free_port()
         kubeconfig = str(self.plane.kubeconfig_path)
         self._spawn(
-            "kube-controller-manager",
+            name,
             [
-                str(self.assets.tool("kube-controller-manager")),
+                str(self.assets.tool(name)),
                 f"--kubeconfig={kubeconfig}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
-                f"--cert-dir={self.folder / 'controller-manager-certs'}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--cert-dir={self.folder / certs}",
                 f"--feature-gates={GANG_FEATURE_GATES}",
-                # Pods of a deleted node go at once, not after the default 12500 pods.
-                "--terminated-pod-gc-threshold=100",
+                *extra,
             ],
         )
-        self._wait("kube-controller-manager", deadline, lambda: _https_ok(port, "/healthz"))
+        self._wait(name, deadline, lambda: _https_ok(port, "/healthz"))
 
     def _start_kwok(self, deadline: float) -> None:
         port = _free_port()

@@ -3,8 +3,6 @@ line on stderr, no traceback, an exit status that says which kind of problem."""
 
 from __future__ import annotations
 
-import os
-import pty
 import subprocess
 from pathlib import Path
 
@@ -14,24 +12,7 @@ from tests.support.cluster import Cluster, Nodes
 from tests.support.cluster_cli import LIMIT, Cli, ending_job, job_document
 from tests.support.controlplane import ControlPlane
 from tests.support.operators import Jobs, RunningOperator
-
-
-def _on_terminal(args: list[str]) -> tuple[int, str]:
-    """Run with a pseudo-terminal as stdout and stderr; exit status and output."""
-    leader, follower = pty.openpty()
-    process = subprocess.Popen(args, stdout=follower, stderr=follower)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the terminal's other side is closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    return process.wait(timeout=LIMIT), b"".join(chunks).decode(errors="replace")
+from tests.support.terminal import run_on_terminal
 
 
 def test_submit_follow_on_a_terminal_shows_the_live_table_and_coloured_output(
@@ -40,7 +21,7 @@ def test_submit_follow_on_a_terminal_shows_the_live_table_and_coloured_output(
     nodes.add(1)
     cluster.write_container_log(["hello from the cluster"])
     path = cli.write(ending_job("live", 2, exit_code=0, run_for="3s"))
-    status, output = _on_terminal(cli.args("submit", str(path), "--follow"))
+    status, output = run_on_terminal(cli.args("submit", str(path), "--follow"), LIMIT)
     assert status == 0, output
     assert "\x1b[" in output  # colour
     assert "TFJob live" in output  # the table's title

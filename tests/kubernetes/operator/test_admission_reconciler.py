@@ -13,8 +13,6 @@ core raise (the corpus in tests/validation covers the ones that did). Everything
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,22 +41,6 @@ class FailingDryRuns:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
-
-
-@pytest.fixture
-async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
-    connected = KubeClient.connect(str(kubeconfig))
-    yield connected
-    await connected.close()
-
-
-@pytest.fixture
-async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncIterator[Lane]:
-    """An operator's parts in-process, its informers running (tests/support/status_lane.py)."""
-    built = Lane(client, namespace, bound=0.5)
-    await built.informers()
-    yield built
-    await built.stop()
 
 
 def _reconciler(lane: Lane, client: Any) -> Reconciler:

@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import msgspec
-import pytest
 
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.events import COMBINED_PREFIX, EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.resources import EVENTS
-
-
-@pytest.fixture
-async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
-    client = KubeClient.connect(str(kubeconfig))
-    yield client
-    await client.close()
 
 
 async def _events(client: KubeClient, namespace: str) -> list[dict[str, object]]:

@@ -7,11 +7,7 @@ and the informer is started again - the way a dropped watch connection looks to 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tfjob.api.observed import Pod
 from tfjob.runtimes.kubernetes.client import KubeClient
@@ -41,13 +37,6 @@ class Seen:
             on_add=lambda p: self.added.append(p.metadata.name),
             on_delete=lambda p: self.deleted.append(p.metadata.name),
         )
-
-
-@pytest.fixture
-async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
-    client = KubeClient.connect(str(kubeconfig))
-    yield client
-    await client.close()
 
 
 async def _until(condition: Any, within: float = 10.0) -> None:

@@ -10,13 +10,11 @@ metadata change does not; a deleted job's status is dropped; a flush writes all.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import pytest
 
 from tests.support.operators import replica, tfjob
 from tests.support.status_lane import Lane, until
@@ -46,21 +44,6 @@ def _status(reason: str, start: str = "2026-01-01T00:00:00Z") -> JobStatus:
         ],
         start_time=start,
     )
-
-
-@pytest.fixture
-async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
-    client = KubeClient.connect(str(kubeconfig))
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncIterator[Lane]:
-    built = Lane(client, namespace, bound=0.5)
-    await built.informers()
-    yield built
-    await built.stop()
 
 
 async def test_statuses_wait_behind_creates_and_coalesce_into_one_put(lane: Lane) -> None:

@@ -1,0 +1,32 @@
+"""Fixtures for the tests of the operator's parts run in-process on the real API server.
+
+- ``client`` (function): our KubeClient (aiohttp) as admin, closed after the test.
+- ``lane`` (function): an operator's parts wired in-process with their informers
+  running (tests/support/status_lane.py), for status-lane and reconciler tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.status_lane import Lane
+from tfjob.runtimes.kubernetes.client import KubeClient
+
+
+@pytest.fixture
+async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
+    connected = KubeClient.connect(str(kubeconfig))
+    yield connected
+    await connected.close()
+
+
+@pytest.fixture
+async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncIterator[Lane]:
+    built = Lane(client, namespace, bound=0.5)
+    await built.informers()
+    yield built
+    await built.stop()
