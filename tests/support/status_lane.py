@@ -30,8 +30,14 @@ class Lane:
         self.parts = Operator(options, client)
         self.jobs = self.parts.caches.jobs
         self.queue = self.parts.queue
+        self.writes = self.parts.writes  # the creates and deletes statuses yield to
         self.writer = StatusWriter(
-            client, self.jobs, self.parts.retry, max_delay=bound, start_delay=bound, holdoff=0.02
+            client,
+            self.jobs,
+            self.parts.retry,
+            max_delay=bound,
+            start_delay=bound,
+            writes=self.writes,
         )
         self.puts: list[int] = []  # the codes of our status PUTs
         client.on_response = self._answered

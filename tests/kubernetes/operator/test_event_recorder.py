@@ -1,4 +1,5 @@
-"""The event recorder against the real API server: repeats fold, nothing is lost."""
+"""The event recorder against the real API server: repeats fold, nothing is lost, and
+Events yield to the reconciler's creates and deletes (bounded; a flush waits for none)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 
 import msgspec
 
+from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.events import COMBINED_PREFIX, EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.resources import EVENTS
@@ -55,3 +57,95 @@ async def test_an_event_the_api_will_not_take_is_counted_as_dropped(
         await asyncio.gather(sender, return_exceptions=True)
     dropped = recorder.metrics.dropped.labels(reason="rejected")._value.get()
     assert dropped == 1
+
+
+async def _written(recorder: EventRecorder, within: float) -> float:
+    """Seconds until nothing is pending (polled every 10 ms)."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while recorder.pending:
+        assert loop.time() - started < within, f"{recorder.pending} events still pending"
+        await asyncio.sleep(0.01)
+    return loop.time() - started
+
+
+async def test_events_wait_while_creates_are_in_flight_and_all_follow_them(
+    client: KubeClient, namespace: str
+) -> None:
+    writes = ReconcileWrites()
+    recorder = EventRecorder(client, writes=writes, max_wait=30)
+    sender = asyncio.create_task(recorder.run())
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-3")
+    try:
+        with writes.acting():  # a reconcile's creates are on the wire
+            for i in range(8):
+                recorder.record(job, "Normal", "SuccessfulCreatePod", f"Created pod: j-worker-{i}")
+            recorder.record(job, "Normal", "SuccessfulCreatePod", "Created pod: j-worker-0")
+            await asyncio.sleep(0.5)
+            assert await _events(client, namespace) == []  # none while creates go on
+            assert recorder.pending == 8  # waiting, the repeat folded in
+        await _written(recorder, within=5)  # quiet now: all of them go
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+    events = await _events(client, namespace)
+    assert len(events) == 8
+    assert sum(int(str(e["count"])) for e in events) == 9 == recorder.metrics.recorded._value.get()
+    assert recorder.metrics.dropped.labels(reason="shutdown")._value.get() == 0
+
+
+async def test_an_event_waits_behind_creates_no_longer_than_its_bound(
+    client: KubeClient, namespace: str
+) -> None:
+    writes = ReconcileWrites()
+    recorder = EventRecorder(client, writes=writes, max_wait=0.5)
+    sender = asyncio.create_task(recorder.run())
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-4")
+    try:
+        with writes.acting():  # creates never stop
+            recorder.record(job, "Normal", "TFJobCreated", "TFJob j is created.")
+            waited = await _written(recorder, within=5)
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+    assert 0.45 <= waited < 2.0
+    assert len(await _events(client, namespace)) == 1
+
+
+async def test_a_flush_writes_every_event_at_once_even_while_creates_go_on(
+    client: KubeClient, namespace: str
+) -> None:
+    writes = ReconcileWrites()
+    recorder = EventRecorder(client, writes=writes, max_wait=30)
+    sender = asyncio.create_task(recorder.run())
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-5")
+    loop = asyncio.get_running_loop()
+    try:
+        with writes.acting():
+            for i in range(5):
+                recorder.record(job, "Normal", "SuccessfulCreateService", f"Created service: s{i}")
+            started = loop.time()
+            assert await recorder.flush(10)  # SIGTERM's path
+            assert loop.time() - started < 5  # not the 30 s bound
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+    assert len(await _events(client, namespace)) == 5
+
+
+async def test_writes_in_flight_one_rule_for_statuses_and_events() -> None:
+    """The shared rule (activity.py): busy - wait until due, and wake listeners when
+    the last write ends; quiet - go after the holdoff, or when due if sooner."""
+    writes = ReconcileWrites(holdoff=0.2)
+    loop = asyncio.get_running_loop()
+    woken = asyncio.Event()
+    writes.listen(woken)
+    due = loop.time() + 10
+    assert not writes.busy and writes.wait(due) <= 0  # never busy: go at once
+    with writes.acting(), writes.acting():
+        assert writes.busy and 9 < writes.wait(due) <= 10
+    assert woken.is_set()  # both ended: waiters look again
+    assert 0.1 < writes.wait(due) <= 0.2  # the holdoff after the last one
+    assert writes.wait(loop.time() + 0.05) <= 0.05  # due sooner than the holdoff ends
+    await asyncio.sleep(0.21)
+    assert writes.wait(due) <= 0

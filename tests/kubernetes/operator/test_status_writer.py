@@ -49,7 +49,7 @@ def _status(reason: str, start: str = "2026-01-01T00:00:00Z") -> JobStatus:
 async def test_statuses_wait_behind_creates_and_coalesce_into_one_put(lane: Lane) -> None:
     job = await lane.job("coalesce")
     lane.start(lane.writer.run())
-    with lane.writer.acting():  # a create is in flight
+    with lane.writes.acting():  # a create is in flight
         lane.writer.defer(job, _status("First"), lane.note("first"), with_creates=True)
         lane.writer.defer(job, _status("Second"), lane.note("second"))
         await asyncio.sleep(0.2)
@@ -67,7 +67,7 @@ async def test_a_status_never_waits_longer_than_its_bound(lane: Lane) -> None:
     job = await lane.job("bounded")
     lane.start(lane.writer.run())
     loop = asyncio.get_running_loop()
-    with lane.writer.acting():  # creates never stop
+    with lane.writes.acting():  # creates never stop
         decided = loop.time()
         lane.writer.defer(job, _status("Bounded"), lane.note("stored"))
         await until(lambda: lane.stored, within=3)
@@ -167,7 +167,7 @@ async def test_a_deleted_jobs_status_is_dropped(lane: Lane) -> None:
 async def test_a_flush_writes_every_pending_status_at_once(lane: Lane) -> None:
     jobs = [await lane.job(f"flush{i}") for i in range(5)]
     lane.start(lane.writer.run())
-    with lane.writer.acting():  # even while creates are in flight
+    with lane.writes.acting():  # even while creates are in flight
         for job in jobs:
             lane.writer.defer(job, _status("Flushed"), lane.note(job.metadata.name))
         loop = asyncio.get_running_loop()
@@ -200,7 +200,7 @@ async def test_a_stopping_operator_writes_its_pending_statuses_first(
     options = OperatorOptions(namespace=namespace, metrics_port=-1, health_port=-1, workers=1)
     operator = Operator(options, client)
     stop = asyncio.Event()
-    with operator.status.acting():  # creates in flight throughout: statuses wait
+    with operator.writes.acting():  # creates in flight throughout: statuses wait
         running = asyncio.create_task(operator.run(stop))
         await client.create(TFJOBS, namespace, tfjob("stopping", namespace, {"Worker": replica(1)}))
         await until(lambda: len(operator.status) == 1)  # decided, not written

@@ -17,10 +17,18 @@ one PATCH (count and lastTimestamp) carries any number of repeats, and what wait
 bounded by the number of distinct events, not by how often they repeat.
 
 Delivery: SENDERS tasks write pending entries oldest first, never two writes of one
-entry at once. A write that fails for a reason that may pass (no answer, 429, 5xx) is
-retried with backoff; a POST retried after it went through meets AlreadyExists (each
-entry keeps its object name) and counts as written. Only an answer that will not
-change (e.g. 403/404: the namespace is gone) gives an event up, counted as
+entry at once. Like statuses, Events yield to the reconciler's creates and deletes
+(activity.py, one rule for both): an entry goes at once when none is in flight and
+none ended within the last 20 ms, otherwise it waits - at most MAX_WAIT (5 s) after
+it was queued, so a long stream of creates delays Events but never starves them. A
+burst of new jobs is then its creates first and its Events right after, instead of
+both at once on an API server that is CPU-bound either way. Waiting drops nothing:
+the entry stays pending (and repeats still fold into it), and the shutdown flush
+writes everything at once, waiting for no create. A write that fails for a reason
+that may pass (no answer, 429, 5xx) is retried with backoff; a POST retried after it
+went through meets AlreadyExists (each entry keeps its object name) and counts as
+written. Only an answer that will not change (e.g. 403/404: the namespace is gone)
+gives an event up, counted as
 `tfjob_events_dropped_total{reason="rejected"}`. The one bound is MAX_PENDING distinct
 events waiting (`reason="overflow"` if ever reached); events still pending when the
 shutdown flush runs out of time are counted as `reason="shutdown"`.
@@ -48,6 +56,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tfjob.api import constants as c
 from tfjob.api.timestamps import rfc3339
+from tfjob.runtimes.kubernetes.activity import ReconcileWrites, now
 from tfjob.runtimes.kubernetes.backoff import Backoff
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.resources import EVENTS
@@ -59,6 +68,7 @@ AGGREGATE_WINDOW = 600.0
 CACHE_SIZE = 4096  # distinct events remembered for deduplication (client-go's size)
 MAX_PENDING = 100_000  # distinct events waiting to be written (never reached so far)
 SENDERS = 4  # event writes in flight at once
+MAX_WAIT = 5.0  # seconds a queued event may wait behind creates and deletes
 RETRY_BASE = 0.1
 RETRY_MAX = 5.0
 COMBINED_PREFIX = "(combined from similar events): "
@@ -159,6 +169,7 @@ class Entry:
     first_at: float
     count: int = 0  # occurrences recorded
     stored: int = 0  # occurrences the server's object counts (0: not created yet)
+    due: float = 0.0  # loop time by which it is written even while creates go on
 
     @property
     def behind(self) -> bool:
@@ -199,7 +210,11 @@ class EventRecorder:
         registry: CollectorRegistry | None = None,
         senders: int = SENDERS,
         max_pending: int = MAX_PENDING,
+        writes: ReconcileWrites | None = None,
+        max_wait: float = MAX_WAIT,
     ) -> None:
+        """`writes`: the reconciler's creates and deletes, which events yield to (at
+        most `max_wait` seconds each); None: events never wait."""
         self._client = client
         self._component = component
         self._instance = socket.gethostname()
@@ -210,6 +225,11 @@ class EventRecorder:
         self._waiting: OrderedDict[int, Entry] = OrderedDict()  # id(entry): oldest first
         self._sending: set[int] = set()
         self._wake = asyncio.Event()
+        self._writes = writes
+        self._max_wait = max_wait
+        self._flushing = False
+        if writes is not None:
+            writes.listen(self._wake)  # the creates ended: waiting events look again
         self._drained = asyncio.Event()  # set while nothing is pending
         self._drained.set()
         self.metrics = EventMetrics(registry)
@@ -250,9 +270,12 @@ class EventRecorder:
             entry.stored = entry.count
             log.warning("event queue full, event dropped", reason=entry.record.reason)
             return
+        if self._writes is not None:
+            entry.due = now() + self._max_wait
         self._waiting[ident] = entry
         self._pending_changed()
-        self._wake.set()
+        if len(self._waiting) == 1:  # was empty: senders wait for nothing until told
+            self._wake.set()
 
     def _pending_changed(self) -> None:
         self.metrics.pending.set(self.pending)
@@ -270,10 +293,16 @@ class EventRecorder:
                 group.create_task(self._send_loop())
 
     async def flush(self, seconds: float) -> bool:
-        """Wait (bounded) until every recorded event is written, e.g. at shutdown.
-        False, with the rest counted as dropped, if time ran out."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._drained.wait(), seconds)
+        """Write every recorded event now - waiting for no create - and wait (bounded)
+        until they are, e.g. at shutdown. False, with the rest counted as dropped, if
+        time ran out."""
+        self._flushing = True
+        self._wake.set()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), seconds)
+        finally:
+            self._flushing = False
         if not self.pending:
             return True
         lost = sum(e.count - e.stored for e in self._waiting.values())
@@ -309,11 +338,24 @@ class EventRecorder:
                 await asyncio.sleep(pause)
 
     async def _next(self) -> Entry:
-        while not self._waiting:
+        """The oldest waiting entry, once it may be written."""
+        while True:
             self._wake.clear()
-            await self._wake.wait()
-        _ident, entry = self._waiting.popitem(last=False)
-        return entry
+            wait = self._head_wait()
+            if wait is not None and wait <= 0:
+                _ident, entry = self._waiting.popitem(last=False)
+                return entry
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+
+    def _head_wait(self) -> float | None:
+        """Seconds until the oldest entry may go (see activity.py); None: none waits.
+        Oldest first is also earliest due: every entry waits the same bound."""
+        if not self._waiting:
+            return None
+        if self._writes is None or self._flushing:
+            return 0.0
+        return self._writes.wait(next(iter(self._waiting.values())).due)
 
     def _give_up(self, entry: Entry, error: Exception) -> None:
         self.metrics.dropped.labels(reason="rejected").inc(entry.count - entry.stored)

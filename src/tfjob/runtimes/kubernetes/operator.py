@@ -34,6 +34,7 @@ from tfjob.api import constants as c
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.observed import Pod, Service
 from tfjob.core.settings import Settings
+from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC
 from tfjob.runtimes.kubernetes.events import EventRecorder
@@ -94,7 +95,11 @@ class Operator:
         client.on_response = self.metrics.count_request
         self.queue = WorkQueue(hooks=self.metrics.queue_hooks())
         self.expectations = Expectations()
-        self.recorder = EventRecorder(client.with_own_budget(), registry=self.metrics.registry)
+        # Creates and deletes in flight: statuses and Events both yield to them.
+        self.writes = ReconcileWrites()
+        self.recorder = EventRecorder(
+            client.with_own_budget(), registry=self.metrics.registry, writes=self.writes
+        )
         ns = options.namespace
         self.caches = Caches(
             jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns),
@@ -105,7 +110,9 @@ class Operator:
         )
         self._wire()
         # A status reporting what pods did waits behind creates at most 0.1 s (reaction).
-        self.status = StatusWriter(client, self.caches.jobs, self.retry, max_delay=0.1)
+        self.status = StatusWriter(
+            client, self.caches.jobs, self.retry, max_delay=0.1, writes=self.writes
+        )
         self.gang = (
             GangGroups(client, self.recorder, self.metrics, options.gang_scheduler_name)
             if options.gang_scheduler_name

@@ -115,6 +115,7 @@ class Reconciler:
         self._metrics = metrics
         self._settings = settings
         self._status = status
+        self._writes = status.writes  # statuses and Events yield to what is marked here
         self._parallelism = parallelism
         self._clock = clock
         self._gang = gang
@@ -221,7 +222,7 @@ class Reconciler:
 
         job_deleted = False
         for wave in _waves(actions):
-            with self._status.acting():  # statuses wait behind these
+            with self._writes.acting():  # statuses and Events wait behind these
                 if len(wave) == 1:
                     results = [await self._one(key, ref, wave[0], pods)]
                 else:

@@ -4,12 +4,12 @@ Why: on a small cluster the API server is CPU-bound during a burst of new jobs, 
 each job's status PUT (the `Created` condition and `startTime`) costs it about as much
 as one of the job's creates. Pods are the job; the status only describes it. So a
 status the core decided is handed here instead of being PUT inline, and is written
-- at once when no create or delete is in flight (and none ended within HOLDOFF), so a
-  status change that comes without creates - a pod started, a job finished - is
-  written as promptly as before;
+- at once when no create or delete is in flight (and none ended within HOLDOFF: the
+  rule of activity.py, shared with the Events), so a status change that comes without
+  creates - a pod started, a job finished - is written as promptly as before;
 - otherwise when it is due, so a status never starves behind a stream of creates:
   MAX_DELAY (1 s) after it was decided if it reports what pods did (Running,
-  Succeeded, ...), or START_DELAY (5 s, as long as Events wait) if it came with
+  Succeeded, ...), or START_DELAY (5 s, as long as Events may wait) if it came with
   creates of the job's own - it announces work (`Created`, `startTime`) whose pods and
   services are what a burst of new jobs is waiting for;
 - coalesced: a job decided again before its status went out has only its latest
@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ import structlog
 from tfjob.api import constants as c
 from tfjob.api.errors import TemporaryError
 from tfjob.api.types import JobStatus, ObjectMeta, TFJob
+from tfjob.runtimes.kubernetes.activity import ReconcileWrites, now
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.decode import CachedJob, decode_tfjob
 from tfjob.runtimes.kubernetes.informer import Informer
@@ -57,7 +58,6 @@ log = structlog.get_logger("tfjob.status")
 STATUS_ATTEMPTS = 3
 MAX_DELAY = 1.0  # seconds a decided status may wait behind creates and deletes
 START_DELAY = 5.0  # the same, for a status decided together with creates of its job
-HOLDOFF = 0.02  # quiet this long after the last create/delete before writing
 PARALLELISM = 16  # status PUTs in flight at once
 
 Stored = Callable[[], None]
@@ -93,7 +93,7 @@ class StatusWriter:
         *,
         max_delay: float = MAX_DELAY,
         start_delay: float = START_DELAY,
-        holdoff: float = HOLDOFF,
+        writes: ReconcileWrites | None = None,
         parallelism: int = PARALLELISM,
     ) -> None:
         self._client = client
@@ -101,15 +101,15 @@ class StatusWriter:
         self._retry = retry
         self._max_delay = max_delay
         self._start_delay = start_delay
-        self._holdoff = holdoff
         self._slots = asyncio.Semaphore(parallelism)
         self._pending: dict[str, _UnwrittenStatus] = {}  # insertion order: oldest first
         self._due: list[tuple[float, int, str]] = []  # heap; stale items skipped
         self._seq = itertools.count()
         self._writing: dict[str, asyncio.Event] = {}
-        self._acting = 0
-        self._quiet_since = 0.0
         self._changed = asyncio.Event()
+        # The creates and deletes statuses yield to (shared with the event recorder).
+        self.writes = writes or ReconcileWrites()
+        self.writes.listen(self._changed)
         self._flushing = False
 
     # -- what the reconciler decides from -----------------------------------------------
@@ -151,7 +151,7 @@ class StatusWriter:
         `with_creates`: the plan that decided it also creates pods or services of the
         job, so it may wait longer (START_DELAY) behind them."""
         key = _key(cached.metadata)
-        due = self._now() + (self._start_delay if with_creates else self._max_delay)
+        due = now() + (self._start_delay if with_creates else self._max_delay)
         entry = self._pending.get(key)
         if entry is None:
             entry = self._pending[key] = _UnwrittenStatus(
@@ -184,20 +184,6 @@ class StatusWriter:
     def discard(self, key: str) -> None:
         """The job is gone: its pending status has nothing left to be written to."""
         self._pending.pop(key, None)
-
-    # -- priority: creates and deletes first ------------------------------------------
-
-    @contextlib.contextmanager
-    def acting(self) -> Iterator[None]:
-        """Around creates and deletes: statuses wait (bounded) while any is in flight."""
-        self._acting += 1
-        try:
-            yield
-        finally:
-            self._acting -= 1
-            if not self._acting:
-                self._quiet_since = self._now()
-                self._changed.set()
 
     # -- the background task ------------------------------------------------------------
 
@@ -252,11 +238,10 @@ class StatusWriter:
             return None, 0.0
         if self._flushing:
             return due[1], 0.0
-        now = self._now()
-        if self._acting:
-            return due[1], due[0] - now
-        oldest = next(k for k in self._pending if k not in self._writing)
-        return oldest, min(due[0] - now, self._quiet_since + self._holdoff - now)
+        wait = self.writes.wait(due[0])
+        if self.writes.busy:
+            return due[1], wait
+        return next(k for k in self._pending if k not in self._writing), wait
 
     def _earliest_due(self) -> tuple[float, str] | None:
         """Earliest (due, key) not on the wire; drops stale heap items on the way
@@ -337,10 +322,6 @@ class StatusWriter:
         if fresh.metadata.uid != meta.uid or fresh.status != base:
             raise StatusConflict(f"status of {meta.namespace}/{meta.name} changed meanwhile")
         return fresh.metadata.resource_version
-
-    @staticmethod
-    def _now() -> float:
-        return asyncio.get_running_loop().time()
 
 
 def _key(meta: ObjectMeta) -> str:
