@@ -8,7 +8,13 @@ each with its baseline or goal:
    and 800 services exist. Baseline, same run, same machine: a plain async client
    that creates the same 200 TFJobs and the same 1,600 objects (rendered by the same
    core) with the same concurrency (4 jobs at a time, each job's 8 objects at once,
-   like 4 workers). Goal: operator / plain <= 1.2.
+   like 4 workers). Goal: operator / plain <= 1.2. The operator also writes an Event
+   per created object (and the job's own), which the plain client does not; so a
+   second, equal-work baseline runs after the operator: the plain client again, now
+   also POSTing the very Events the operator wrote for the burst (counted from the
+   API server: same number, same bodies but for names) 4 at a time like the
+   recorder, each job's Events queued as soon as its creates return. Both sides'
+   Event counts and when their last Event was written are printed.
 2. Reaction time - a pod's status change (worker 0 goes Running, written through
    pods/status as a kubelet would) until the TFJob's Running condition is seen on a
    watch, one job at a time: p50 and p99. Goal: p99 <= 100 ms.
@@ -62,8 +68,10 @@ from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import POD_CODEC, SERVICE_CODEC
+from tfjob.runtimes.kubernetes.events import SENDERS
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.resources import (
+    EVENTS,
     OWNED_SELECTOR,
     PODS,
     SERVICES,
@@ -168,13 +176,35 @@ class Operator:
                 self.peak_rss = max(self.peak_rss, self._ps.memory_info().rss)
             await asyncio.sleep(0.1)
 
-    def requests(self) -> str:
-        """The operator's API requests so far, by method and code (from /metrics)."""
+    def _metrics(self) -> str:
         import urllib.request
 
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as answer:
-            text = answer.read().decode()
+            return str(answer.read().decode())
+
+    def events_pending(self) -> float:
+        """Distinct Events recorded and not yet written (tfjob_events_pending)."""
+        for line in self._metrics().splitlines():
+            if line.startswith("tfjob_events_pending "):
+                return float(line.split()[1])
+        raise RuntimeError("no tfjob_events_pending in /metrics")
+
+    async def events_written(self, within: float = 60) -> float:
+        """perf_counter when no recorded Event was left pending (two readings in a row,
+        50 ms apart: the last creates' Events are recorded as their answers arrive)."""
+        deadline = time.monotonic() + within
+        quiet: list[float] = []
+        while len(quiet) < 2:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.events_pending()} Events still pending")
+            quiet = [*quiet, time.perf_counter()] if not self.events_pending() else []
+            await asyncio.sleep(0.05)
+        return quiet[0]
+
+    def requests(self) -> str:
+        """The operator's API requests so far, by method and code (from /metrics)."""
+        text = self._metrics()
         found = []
         for line in text.splitlines():
             if line.startswith("rest_client_requests_total{"):
@@ -281,6 +311,9 @@ async def submit(client: KubeClient, namespace: str, count: int, prefix: str = "
 # -- 1. throughput ---------------------------------------------------------------------
 
 
+Events = dict[str, list[dict[str, Any]]]  # job name -> the Events about it
+
+
 async def operator_throughput(
     client: KubeClient, plane: ControlPlane, jobs: int, folder: Path
 ) -> tuple[float, Operator, str]:
@@ -296,20 +329,68 @@ async def operator_throughput(
     done = await counter.until(jobs * REPLICAS, jobs * REPLICAS)
     print(f"  operator run {cpu.used()}")
     print(f"  operator requests during the run: {operator.requests()}")
+    last = await operator.events_written()
+    print(f"  operator: last Event of the burst written at {last - started:.2f} s")
     await counter.close()
     return done - started, operator, namespace
 
 
-async def plain_throughput(client: KubeClient, plane: ControlPlane, jobs: int) -> float:
+async def burst_events(client: KubeClient, namespace: str) -> Events:
+    """The Events in `namespace` (all written: see above), by the job they are about."""
+    listing = msgspec.json.decode(await client.list(EVENTS, namespace))
+    found: Events = {}
+    for event in listing["items"]:
+        found.setdefault(event["involvedObject"]["name"], []).append(event)
+    return found
+
+
+def event_counts(events: Events) -> str:
+    items = [e for about in events.values() for e in about]
+    reasons: dict[str, int] = {}
+    for e in items:
+        reasons[e["reason"]] = reasons.get(e["reason"], 0) + 1
+    listed = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items()))
+    occurrences = sum(int(e.get("count", 1)) for e in items)
+    return f"{len(items)} Event objects ({occurrences} occurrences: {listed})"
+
+
+def event_body(model: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    """`model` (one of the operator's Events) about the plain client's `job`: the same
+    fields and size, its own name, namespace and involved object."""
+    meta = job["metadata"]
+    body = {k: v for k, v in model.items() if k not in ("metadata", "eventTime", "series")}
+    body["metadata"] = {
+        "name": f"{meta['name']}.{time.time_ns():x}",
+        "namespace": meta["namespace"],
+    }
+    body["involvedObject"] = {
+        **model["involvedObject"],
+        "namespace": meta["namespace"],
+        "uid": meta["uid"],
+        "resourceVersion": meta["resourceVersion"],
+    }
+    return body
+
+
+async def plain_throughput(
+    client: KubeClient,
+    plane: ControlPlane,
+    jobs: int,
+    namespace: str = "bench-plain",
+    events: Events | None = None,
+) -> tuple[float, float]:
     """The same work without an operator: the "user" submits TFJobs (8 at a time, as
     in the operator run) and 4 consumers create each submitted job's 8 objects at once,
-    straight from the POST responses - no cache, no status writes, no events."""
-    namespace = "bench-plain"
+    straight from the POST responses - no cache, no status writes. With `events`, each
+    job's Events are queued once its creates return and SENDERS tasks POST them (the
+    recorder's concurrency); otherwise none. Seconds until every pod and service
+    exists, and until the last Event was written."""
     await create_namespace(client, namespace)
     counter = Counter(client, namespace)
     await counter.synced()
     settings = Settings()
     submitted: asyncio.Queue[bytes | None] = asyncio.Queue()
+    to_send: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     gate = asyncio.Semaphore(SUBMITTERS)
 
     async def submit_one(i: int) -> None:
@@ -330,18 +411,31 @@ async def plain_throughput(client: KubeClient, plane: ControlPlane, jobs: int) -
                     if isinstance(a, CreatePod | CreateService)
                 )
             )
+            if events is not None:
+                wire = msgspec.json.decode(raw)
+                for model in events.get(job.metadata.name, []):
+                    to_send.put_nowait(event_body(model, wire))
+
+    async def send() -> None:
+        while (body := await to_send.get()) is not None:
+            await client.create(EVENTS, namespace, body)
 
     cpu = Cpu(plane_pids(plane))
     started = time.perf_counter()
     consumers = [asyncio.create_task(consume()) for _ in range(WORKERS)]
+    senders = [asyncio.create_task(send()) for _ in range(SENDERS if events else 0)]
     await asyncio.gather(*(submit_one(i) for i in range(jobs)))
     for _ in consumers:
         await submitted.put(None)
     await asyncio.gather(*consumers)
     done = await counter.until(jobs * REPLICAS, jobs * REPLICAS)
-    print(f"  plain run {cpu.used()}")
+    print(f"  plain run{' with Events' if events else ''} {cpu.used()}")
+    for _ in senders:
+        to_send.put_nowait(None)
+    await asyncio.gather(*senders)
+    written = time.perf_counter()
     await counter.close()
-    return done - started
+    return done - started, written - started
 
 
 # -- 2. reaction time ------------------------------------------------------------------
@@ -653,14 +747,24 @@ async def main(args: argparse.Namespace) -> None:
             await request_costs(plane.kubeconfig_path)
 
         print(f"1. {args.jobs} TFJobs x {REPLICAS} workers submitted at once")
-        plain = await plain_throughput(client, plane, args.jobs)
+        plain, _ = await plain_throughput(client, plane, args.jobs)
         seconds, operator, namespace = await operator_throughput(client, plane, args.jobs, folder)
+        written = await burst_events(client, namespace)
+        print(f"  operator wrote for the burst: {event_counts(written)}")
+        equal, equal_events = await plain_throughput(
+            client, plane, args.jobs, "bench-plain-events", written
+        )
+        copied = await burst_events(client, "bench-plain-events")
+        print(f"  plain client with Events wrote: {event_counts(copied)}")
+        print(f"  plain client with Events: last Event written at {equal_events:.2f} s")
         print(
             f"  operator: {seconds:.2f} s until {args.jobs * REPLICAS} pods and "
             f"{args.jobs * REPLICAS} services exist"
         )
         print(f"  plain client, same objects, same concurrency: {plain:.2f} s")
+        print(f"  plain client, same objects and the same Events: {equal:.2f} s")
         print(f"  ratio operator/plain: {seconds / plain:.2f} (goal <= 1.2)")
+        print(f"  equal-work ratio operator/plain with Events: {seconds / equal:.2f}")
 
         await asyncio.sleep(3)  # status writes and events of the burst settle
         print(f"2. pod status change -> job condition, {args.samples} jobs one at a time")
