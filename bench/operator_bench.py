@@ -337,11 +337,14 @@ async def operator_throughput(
 
 async def burst_events(client: KubeClient, namespace: str) -> Events:
     """The Events in `namespace` (all written: see above), by the job they are about."""
-    listing = msgspec.json.decode(await client.list(EVENTS, namespace))
     found: Events = {}
-    for event in listing["items"]:
-        found.setdefault(event["involvedObject"]["name"], []).append(event)
-    return found
+    page = ""
+    while True:
+        listing = msgspec.json.decode(await client.list(EVENTS, namespace, continue_=page))
+        for event in listing["items"]:
+            found.setdefault(event["involvedObject"]["name"], []).append(event)
+        if not (page := listing["metadata"].get("continue", "")):
+            return found
 
 
 def event_counts(events: Events) -> str:
