@@ -15,6 +15,7 @@ operator needs and hands back bytes.
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ USER_AGENT = f"tfjob-operator/{__version__}"
 REQUEST_TIMEOUT = 30.0
 POOL_SIZE = 64  # connections kept open (a burst of creates reuses them all)
 _encode = msgspec.json.encode
+REFUSED = (400, 422)  # answers that will not change for the same request (ApiError.refused)
 
 
 class TransportError(TemporaryError):
@@ -55,6 +57,17 @@ class ApiError(TemporaryError):
         return self.code == 404
 
     @property
+    def refused(self) -> bool:
+        """The request itself is refused (400 BadRequest, 422 Invalid): sending it
+        again, unchanged, gets the same answer; the object has to change first.
+
+        Not 403: an exceeded ResourceQuota is a 403 that clears by itself when other
+        pods finish, as does RBAC once an administrator grants it, and nothing about
+        the job would change to queue it again. Not 404: on a create it means the
+        namespace is going, and the job goes with it (its reconciles end there)."""
+        return self.code in REFUSED
+
+    @property
     def already_exists(self) -> bool:
         return self.code == 409 and self.reason == "AlreadyExists"
 
@@ -75,31 +88,62 @@ class TokenBucket:
     Off by default: the API server's Priority and Fairness already protects it, and a
     client-side limit caps how fast a big job's pods can be created. It exists for
     clusters that want the old behaviour, and so tests can slow the operator down.
+
+    Two queues: a waiter that asks `first` (a job's status PUT) gets the next token
+    before every waiter that did not (creates, deletes, lists). With the 4 workers'
+    creates queued, a status at 20 QPS would otherwise wait ~1.6 s of tokens behind
+    them; the budget spent is the same, only the order changes. Within a queue, first
+    come first served.
     """
 
     def __init__(self, qps: float, burst: int) -> None:
         self._rate = qps
         self._burst = max(burst, 1)
         self._tokens = float(self._burst)
-        self._updated = 0.0
-        self._lock = asyncio.Lock()
+        self._updated: float | None = None
+        self._first: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._rest: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._dispenser: asyncio.Task[None] | None = None
 
     def twin(self) -> TokenBucket:
         """A fresh bucket with the same rate and burst (a budget of its own)."""
         return TokenBucket(self._rate, self._burst)
 
-    async def take(self) -> None:
-        async with self._lock:
-            loop = asyncio.get_running_loop()
-            now = loop.time()
-            if self._updated:
-                self._tokens = min(self._burst, self._tokens + (now - self._updated) * self._rate)
-            self._updated = now
+    async def take(self, *, first: bool = False) -> None:
+        """Wait for a token; `first`: ahead of every waiter that is not."""
+        loop = asyncio.get_running_loop()
+        self._refill(loop.time())
+        if self._tokens >= 1.0 and not self._first and not self._rest:
+            self._tokens -= 1.0
+            return
+        waiter: asyncio.Future[None] = loop.create_future()
+        (self._first if first else self._rest).append(waiter)
+        if self._dispenser is None or self._dispenser.done():
+            self._dispenser = loop.create_task(self._dispense())
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._tokens += 1.0  # handed a token it will not use: give it back
+            raise
+
+    async def _dispense(self) -> None:
+        """Hand out tokens as they come, the `first` queue before the other."""
+        loop = asyncio.get_running_loop()
+        while self._first or self._rest:
+            self._refill(loop.time())
             if self._tokens < 1.0:
                 await asyncio.sleep((1.0 - self._tokens) / self._rate)
-                self._tokens = 1.0
-                self._updated = loop.time()
-            self._tokens -= 1.0
+                continue
+            waiter = (self._first or self._rest).popleft()
+            if not waiter.done():  # a cancelled waiter takes nothing
+                self._tokens -= 1.0
+                waiter.set_result(None)
+
+    def _refill(self, now: float) -> None:
+        if self._updated is not None:
+            self._tokens = min(self._burst, self._tokens + (now - self._updated) * self._rate)
+        self._updated = now
 
 
 class KubeClient:
@@ -271,8 +315,12 @@ class KubeClient:
     async def replace_status(
         self, resource: Resource, namespace: str, name: str, body: dict[str, Any]
     ) -> bytes:
-        """PUT the status subresource: only `status` is taken from `body`."""
-        return await self._send("PUT", resource.path(namespace, name, "status"), body=body)
+        """PUT the status subresource: only `status` is taken from `body`.
+
+        Ahead of the other requests in the token bucket (TokenBucket): a job's status
+        reports what already happened and should not wait behind queued creates."""
+        path = resource.path(namespace, name, "status")
+        return await self._send("PUT", path, body=body, first=True)
 
     async def merge_patch(
         self,
@@ -316,9 +364,10 @@ class KubeClient:
         params: dict[str, str] | None = None,
         body: dict[str, Any] | None = None,
         content_type: str = "application/json",
+        first: bool = False,
     ) -> bytes:
         if self._throttle is not None:
-            await self._throttle.take()
+            await self._throttle.take(first=first)
         content = _encode(body) if body is not None else None
         for attempt in (1, 2):
             headers = await self._auth()
