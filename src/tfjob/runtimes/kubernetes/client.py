@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ USER_AGENT = f"tfjob-operator/{__version__}"
 REQUEST_TIMEOUT = 30.0
 POOL_SIZE = 64  # connections kept open (a burst of creates reuses them all)
 _encode = msgspec.json.encode
+BATCH = 0.25  # seconds of tokens a throttled queue is handed at once (TokenBucket)
 REFUSED = (400, 422)  # answers that will not change for the same request (ApiError.refused)
 
 
@@ -94,6 +96,11 @@ class TokenBucket:
     creates queued, a status at 20 QPS would otherwise wait ~1.6 s of tokens behind
     them; the budget spent is the same, only the order changes. Within a queue, first
     come first served.
+
+    Tokens for a queue of ordinary waiters are handed out BATCH seconds' worth at a
+    time (5 at 20 QPS), never more than the burst allows: the rate and the burst are
+    the same, but the process wakes a fifth as often, which at 20 QPS is a good part
+    of the operator's CPU. A `first` waiter is served as soon as one token is there.
     """
 
     def __init__(self, qps: float, burst: int) -> None:
@@ -104,6 +111,7 @@ class TokenBucket:
         self._first: collections.deque[asyncio.Future[None]] = collections.deque()
         self._rest: collections.deque[asyncio.Future[None]] = collections.deque()
         self._dispenser: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()  # a `first` waiter arrived: stop saving up
 
     def twin(self) -> TokenBucket:
         """A fresh bucket with the same rate and burst (a budget of its own)."""
@@ -118,6 +126,8 @@ class TokenBucket:
             return
         waiter: asyncio.Future[None] = loop.create_future()
         (self._first if first else self._rest).append(waiter)
+        if first:
+            self._wake.set()
         if self._dispenser is None or self._dispenser.done():
             self._dispenser = loop.create_task(self._dispense())
         try:
@@ -132,13 +142,21 @@ class TokenBucket:
         loop = asyncio.get_running_loop()
         while self._first or self._rest:
             self._refill(loop.time())
-            if self._tokens < 1.0:
-                await asyncio.sleep((1.0 - self._tokens) / self._rate)
+            want = 1.0 if self._first else min(len(self._rest), self._batch)
+            if self._tokens < want:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), (want - self._tokens) / self._rate)
                 continue
-            waiter = (self._first or self._rest).popleft()
-            if not waiter.done():  # a cancelled waiter takes nothing
-                self._tokens -= 1.0
-                waiter.set_result(None)
+            while self._tokens >= 1.0 and (self._first or self._rest):
+                waiter = (self._first or self._rest).popleft()
+                if not waiter.done():  # a cancelled waiter takes nothing
+                    self._tokens -= 1.0
+                    waiter.set_result(None)
+
+    @property
+    def _batch(self) -> float:
+        return max(1.0, min(self._rate * BATCH, float(self._burst)))
 
     def _refill(self, now: float) -> None:
         if self._updated is not None:
