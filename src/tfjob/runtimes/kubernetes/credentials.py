@@ -14,6 +14,7 @@ kubelet rotates it. Why this library and why a child: docs/kubernetes-runtime.md
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import ssl
 import subprocess
@@ -92,13 +93,16 @@ def connection(
 ) -> Connection:
     """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG (else
     ~/.kube/config); `context` picks one of the kubeconfig's contexts instead of its
-    current one. Exec plugins run here once, in the child; this blocks until it is done,
-    whether or not the caller runs an event loop."""
+    current one. Exec plugins run here once, in the child (or in the one `read_ahead`
+    started with the same arguments); this blocks until it is done, whether or not the
+    caller runs an event loop."""
+    key = (kubeconfig, context, service_account)
 
     def load() -> Found:
-        return _run_child(kubeconfig, context, service_account)
+        return _Child(*key).answer()
 
-    found = load()
+    early = _READ_AHEAD.pop(key, None)
+    found = early.answer() if early is not None else load()
     return Connection(
         server=found.server,
         tls=_tls(found) if found.server.startswith("https") else None,
@@ -107,35 +111,63 @@ def connection(
     )
 
 
-def _run_child(kubeconfig: str | None, context: str | None, service_account: Path) -> Found:
-    """kubeconfig_child.py in a fresh interpreter, its answer read from a pipe of its
-    own: its stdout and stderr stay the caller's (an exec plugin sees the same terminal).
-    Run by path with -P, so it imports no tfjob module (whichever is installed)."""
-    command = [sys.executable, "-P", kubeconfig_child.__file__]
-    command += ["--service-account", str(service_account)]
-    if kubeconfig is not None:
-        command += ["--kubeconfig", kubeconfig]
-    if context is not None:
-        command += ["--context", context]
-    read, write = os.pipe()
-    try:
-        child = subprocess.Popen([*command, "--answer-fd", str(write)], pass_fds=(write,))
-    except OSError as error:
-        os.close(read)
-        message = f"cannot start {sys.executable} to read the kubeconfig: {error}"
-        raise CredentialsError(message) from None
-    finally:
-        os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        data = pipe.read()
-    code = child.wait()
-    try:
-        answer: Answer = msgspec.json.decode(data, type=Answer)
-    except msgspec.DecodeError:
-        raise CredentialsError(f"reading the kubeconfig failed (exit status {code})") from None
-    if isinstance(answer, Failed):
-        raise CredentialsError(answer.error)
-    return answer
+def read_ahead(
+    kubeconfig: str | None,
+    context: str | None = None,
+    *,
+    service_account: Path = SERVICE_ACCOUNT,
+) -> None:
+    """Start the child now, for the next `connection()` with the same arguments: the
+    operator calls this before importing its modules, so the child's start (~0.6 s,
+    mostly importing the library) runs beside that work instead of after it. A child
+    that cannot start is left to `connection()` to report."""
+    key = (kubeconfig, context, service_account)
+    if key not in _READ_AHEAD:
+        with contextlib.suppress(CredentialsError):
+            _READ_AHEAD[key] = _Child(*key)
+
+
+class _Child:
+    """One run of kubeconfig_child.py in a fresh interpreter, its answer read from a
+    pipe of its own: its stdout and stderr stay the caller's (an exec plugin sees the
+    same terminal). Run by path with -P, so it imports no tfjob module (whichever tfjob
+    is installed) and nothing from the current directory."""
+
+    def __init__(self, kubeconfig: str | None, context: str | None, service_account: Path):
+        command = [sys.executable, "-P", kubeconfig_child.__file__]
+        command += ["--service-account", str(service_account)]
+        if kubeconfig is not None:
+            command += ["--kubeconfig", kubeconfig]
+        if context is not None:
+            command += ["--context", context]
+        read, write = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                [*command, "--answer-fd", str(write)], pass_fds=(write,)
+            )
+        except OSError as error:
+            os.close(read)
+            message = f"cannot start {sys.executable} to read the kubeconfig: {error}"
+            raise CredentialsError(message) from None
+        finally:
+            os.close(write)
+        self._read = read
+
+    def answer(self) -> Found:
+        with os.fdopen(self._read, "rb") as pipe:
+            data = pipe.read()
+        code = self._process.wait()
+        try:
+            answer: Answer = msgspec.json.decode(data, type=Answer)
+        except msgspec.DecodeError:
+            raise CredentialsError(f"reading the kubeconfig failed (exit status {code})") from None
+        if isinstance(answer, Failed):
+            raise CredentialsError(answer.error)
+        return answer
+
+
+# Children started by read_ahead, each answering one connection() with its arguments.
+_READ_AHEAD: dict[tuple[str | None, str | None, Path], _Child] = {}
 
 
 def _tls(found: Found) -> ssl.SSLContext:
