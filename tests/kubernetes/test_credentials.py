@@ -5,6 +5,7 @@ API server (it takes static tokens and certificates signed by the test CA).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import shutil
 import subprocess
@@ -73,10 +74,12 @@ async def _namespace_name(conn: Connection) -> str:
 
 
 def _exec_plugin(folder: Path, token_file: Path) -> dict[str, Any]:
-    """An exec plugin printing the token held in `token_file` at the time it runs."""
+    """An exec plugin printing the token held in `token_file` at the time it runs; each
+    run adds a line to folder/runs."""
     script = folder / "plugin.py"
     script.write_text(
         "import json, sys\n"
+        f"open({str(folder / 'runs')!r}, 'a').write('run\\n')\n"
         f"token = open({str(token_file)!r}).read().strip()\n"
         "json.dump({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',"
         " 'status': {'token': token}}, sys.stdout)\n"
@@ -130,6 +133,45 @@ async def test_exec_plugin_runs_again_after_a_401(
     conn = connection(path)
     token_file.write_text(control_plane.token)
     assert await _namespace_name(conn) == "default"
+
+
+async def test_401s_in_flight_together_share_one_reload(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Each reload is a child process running the plugin: eight requests answered 401
+    at once run it once, and all eight then succeed with the new token."""
+    token_file = tmp_path / "token"
+    token_file.write_text(STALE)
+    path = _kubeconfig(
+        tmp_path / "kc", control_plane, {"u": _exec_plugin(tmp_path, token_file)}, current="u"
+    )
+    conn = connection(path)
+    token_file.write_text(control_plane.token)
+    client = KubeClient.from_connection(conn)
+    try:
+        bodies = await asyncio.gather(
+            *(client.get_path("/api/v1/namespaces/default") for _ in range(8))
+        )
+    finally:
+        await client.close()
+    assert len(bodies) == 8
+    assert (tmp_path / "runs").read_text().count("run") == 2  # the first load, one reload
+
+
+async def test_a_401_soon_after_a_reload_that_changed_nothing_starts_no_other(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(STALE)  # and it stays stale
+    path = _kubeconfig(
+        tmp_path / "kc", control_plane, {"u": _exec_plugin(tmp_path, token_file)}, current="u"
+    )
+    conn = connection(path)
+    for _ in range(3):
+        with pytest.raises(ApiError) as error:
+            await _namespace_name(conn)
+        assert error.value.code == 401
+    assert (tmp_path / "runs").read_text().count("run") == 2  # the first load, one reload
 
 
 async def test_a_failing_exec_plugin_is_a_credentials_error(
