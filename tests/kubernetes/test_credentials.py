@@ -360,6 +360,36 @@ def test_the_calling_process_never_imports_kubernetes_asyncio(
     assert result.stdout.strip() == "[]"
 
 
+def test_the_child_imports_the_loader_without_the_generated_client(tmp_path: Path) -> None:
+    """The child's start is what the operator waits for: the loader comes without the
+    768 model modules, and a name only the whole package has still resolves."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }
+    (tmp_path / "kc").write_text(yaml.safe_dump(config))
+    program = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tfjob.runtimes.kubernetes import kubeconfig_child as child\n"
+        "child.import_loader_alone()\n"
+        f"found = child.answer({str(tmp_path / 'kc')!r}, None, Path('/nowhere'))\n"
+        "print(found.authorization)\n"
+        "print(sum(m.startswith('kubernetes_asyncio.client.models.') for m in sys.modules))\n"
+        "import kubernetes_asyncio.client\n"
+        "print(kubernetes_asyncio.client.V1Pod.__name__)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["Bearer", "t", "0", "V1Pod"]
+
+
 def test_an_unusable_kubeconfig_says_why(tmp_path: Path) -> None:
     """The child's errors come back as the same one-line CredentialsError."""
     with pytest.raises(CredentialsError, match="no such file"):

@@ -8,17 +8,21 @@ the library reads the kubeconfig (or the service account) and authenticates - to
 token file, basic auth, exec plugin - here, and one JSON document goes back on the file
 descriptor the parent gave; the parent never imports the library. The library writes
 inline certificate data to temporary files it deletes when this process exits, so the
-answer carries file contents, not paths. This module itself imports only msgspec and the
-standard library at the top, so the parent can import it for the answer's types.
+answer carries file contents, not paths. The child imports the loader without the
+generated client (`import_loader_alone`): its start is what the operator waits for. This
+module imports only msgspec and the standard library at the top, so the parent can
+import it for the answer's types.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import importlib
+import importlib.util
 import logging
 import os
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -158,13 +162,66 @@ def answer(kubeconfig: str | None, context: str | None, service_account: Path) -
         return Failed(explain(error, kubeconfig))
 
 
+# The packages whose __init__ imports the generated client: every API and model class.
+GENERATED = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.client.models")
+
+
+class _Deferred(types.ModuleType):
+    """A package entered without running its __init__. Its submodules import as usual;
+    any other name imports the real package then and is taken from there."""
+
+    def __init__(self, name: str, folder: Path) -> None:
+        super().__init__(name)
+        self.__path__ = [str(folder)]
+        self._folder = folder
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        if (self._folder / f"{attribute}.py").is_file() or (self._folder / attribute).is_dir():
+            return importlib.import_module(f"{self.__name__}.{attribute}")
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attribute)
+
+
+def import_loader_alone() -> None:
+    """Import the config loader without the generated client (768 model modules: ~0.3 s
+    and ~35 MB of this process's start, which the operator may be waiting for). The
+    loader takes only `Configuration` and `ApiClient` from the client package; anything
+    else asked of these packages imports them whole. If the library is laid out
+    otherwise, the plain import runs."""
+    spec = importlib.util.find_spec(GENERATED[0])
+    if spec is None or not spec.submodule_search_locations:
+        return
+    if any(name in sys.modules for name in GENERATED):
+        return
+    root = Path(next(iter(spec.submodule_search_locations)))
+    for name in GENERATED:
+        sys.modules[name] = _Deferred(name, root.joinpath(*name.split(".")[1:]))
+    try:
+        client = sys.modules[GENERATED[1]]
+        for module, name in (("api_client", "ApiClient"), ("configuration", "Configuration")):
+            setattr(
+                client, name, getattr(importlib.import_module(f"{client.__name__}.{module}"), name)
+            )
+        importlib.import_module("kubernetes_asyncio.config")
+    except (ImportError, AttributeError):
+        for name in GENERATED:
+            if isinstance(sys.modules.get(name), _Deferred):
+                del sys.modules[name]
+
+
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kubeconfig")
     parser.add_argument("--context")
     parser.add_argument("--service-account", type=Path, required=True)
     parser.add_argument("--answer-fd", type=int, required=True)
     args = parser.parse_args(argv)
+    import_loader_alone()
     result = answer(args.kubeconfig, args.context, args.service_account)
     with os.fdopen(args.answer_fd, "wb") as out:
         out.write(msgspec.json.encode(result))
