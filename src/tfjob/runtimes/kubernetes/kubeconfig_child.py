@@ -3,7 +3,7 @@
 kubernetes_asyncio's package imports its whole generated client (768 model modules,
 ~30 MB that stay for the life of the process) even when only its config loader is
 wanted. The operator and the cluster commands need only what the loader found, so
-`credentials.py` runs this module as `python -m tfjob.runtimes.kubernetes.kubeconfig_child`:
+`credentials.py` runs this file in a fresh interpreter (`python -P kubeconfig_child.py`):
 the library reads the kubeconfig (or the service account) and authenticates - token,
 token file, basic auth, exec plugin - here, and one JSON document goes back on the file
 descriptor the parent gave; the parent never imports the library. The library writes
