@@ -259,14 +259,18 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
 def command(ctx: click.Context, /, **params: Any) -> None:
     """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
     # The credentials are read in a child process: started first, it runs while the
-    # operator's modules are imported here (docs/kubernetes-runtime.md).
+    # operator's modules are imported (docs/kubernetes-runtime.md).
     credentials.read_ahead(params["kubeconfig"])
-    from tfjob.runtimes.kubernetes.operator import run
-
     options, level, fmt = translate(ctx, params)
     logging_setup.configure(level, fmt)
     _warn_ignored(ctx)
     sys.exit(run(options))
+
+
+def run(options: OperatorOptions) -> int:
+    from tfjob.runtimes.kubernetes import operator
+
+    return operator.run(options)
 
 
 def translate(

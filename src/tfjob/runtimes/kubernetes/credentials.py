@@ -14,6 +14,7 @@ kubelet rotates it. Why this library and why a child: docs/kubernetes-runtime.md
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import ssl
@@ -139,8 +140,16 @@ def read_ahead(
     that cannot start is left to `connection()` to report."""
     key = (kubeconfig, context, service_account)
     if key not in _READ_AHEAD:
+        if not _READ_AHEAD:
+            atexit.register(_end_unclaimed)
         with contextlib.suppress(CredentialsError):
             _READ_AHEAD[key] = _Child(*key)
+
+
+def _end_unclaimed() -> None:
+    """At exit (bad flags, say): a child no connection() asked for does not outlive us."""
+    while _READ_AHEAD:
+        _READ_AHEAD.popitem()[1].end()
 
 
 class _Child:
@@ -168,6 +177,11 @@ class _Child:
         finally:
             os.close(write)
         self._read = read
+
+    def end(self) -> None:
+        self._process.kill()
+        self._process.wait()
+        os.close(self._read)
 
     def answer(self) -> Found:
         with os.fdopen(self._read, "rb") as pipe:
