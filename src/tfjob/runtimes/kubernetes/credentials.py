@@ -84,7 +84,7 @@ class Credentials:
     async def refresh(self) -> bool:
         """After a 401: load again; True if the header changed (worth a retry).
 
-        A reload is a child process (~0.6 s of CPU, ~70 MB while it runs), so the 401s
+        A reload is a child process (~0.4 s of CPU, ~40 MB while it runs), so the 401s
         of requests in flight together share one, and a 401 soon after a reload that
         changed nothing does not start another."""
         old = await self.header()
@@ -135,8 +135,8 @@ def read_ahead(
     service_account: Path = SERVICE_ACCOUNT,
 ) -> None:
     """Start the child now, for the next `connection()` with the same arguments: the
-    operator calls this before importing its modules, so the child's start (~0.6 s,
-    mostly importing the library) runs beside that work instead of after it. A child
+    operator calls this before importing its modules, so the child's start (~0.4 s,
+    mostly imports) can run beside that work instead of after it. A child
     that cannot start is left to `connection()` to report."""
     key = (kubeconfig, context, service_account)
     if key not in _READ_AHEAD:
