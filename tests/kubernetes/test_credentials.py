@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.support.controlplane import ControlPlane
+from tfjob.runtimes.kubernetes import credentials
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.credentials import Connection, CredentialsError, connection
 
@@ -230,6 +231,25 @@ async def test_in_cluster_service_account(
     assert conn.namespace == "team-c"
     (account / "token").write_text(control_plane.token)  # the kubelet rotated it
     assert await _namespace_name(conn) == "default"
+
+
+async def test_in_cluster_the_rotated_token_is_read_without_waiting_for_a_401(
+    control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubelet rotates the token file in place; the operator reads it again every
+    minute by itself (here: at once), with no child process and no 401."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(STALE)
+    (account / "ca.crt").write_bytes(control_plane.ca_path.read_bytes())
+    host, port = control_plane.server.removeprefix("https://").rsplit(":", 1)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
+    conn = connection(None, service_account=account)
+    (account / "token").write_text(control_plane.token + "\n")
+    assert await conn.credentials.header() == f"Bearer {STALE}"  # within the minute
+    monkeypatch.setattr(credentials, "TOKEN_REREAD", 0.0)
+    assert await conn.credentials.header() == f"Bearer {control_plane.token}"
 
 
 async def test_the_server_certificate_is_verified(
