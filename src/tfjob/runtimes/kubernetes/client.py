@@ -7,8 +7,8 @@ lightkube's watch cannot ask for bookmarks. Why aiohttp rather than httpx: measu
 against the test API server, a burst of 1,500 creates cost 1.8 s of client CPU through
 httpx and 0.45 s through aiohttp (docs/kubernetes-runtime.md), and on a small machine
 the operator's CPU is taken from the API server's. kubernetes_asyncio's config loader,
-built on aiohttp too, reads kubeconfig or in-cluster credentials (credentials.py), so
-the operator carries one HTTP stack; this module sends the few requests the
+built on aiohttp too, reads kubeconfig or in-cluster credentials (credentials.py, in a
+child process), so one HTTP stack is installed; this module sends the few requests the
 operator needs and hands back bytes.
 """
 
