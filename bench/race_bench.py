@@ -23,6 +23,7 @@ writes the serving certificate files); no webhook configuration is installed, so
 TFJobs are not validated by it - the same as tfjob, which has no webhook.
 
 Run: python bench/race_bench.py [--jobs 200 2000] [--limits 20:30 1000:2000]
+[--order tfjob] [--profile] (tfjob under cProfile, stats in the logs folder)
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script): compare the ratios, measured in the same session.
 """
@@ -87,6 +88,7 @@ class Process:
         self._ps = psutil.Process(self.process.pid)
         self.peak_rss = 0
         self._cpu0 = 0.0
+        self._system0 = 0.0
 
     async def ready(self, within: float = 180.0) -> None:
         deadline = time.monotonic() + within
@@ -97,6 +99,7 @@ class Process:
 
     def start_counting(self) -> None:
         self._cpu0 = self.cpu()
+        self._system0 = float(self._ps.cpu_times().system)
 
     def cpu(self) -> float:
         times = self._ps.cpu_times()
@@ -104,6 +107,10 @@ class Process:
 
     def cpu_used(self) -> float:
         return self.cpu() - self._cpu0
+
+    def system_used(self) -> float:
+        """The kernel's part of `cpu_used` (sockets, epoll, timers)."""
+        return float(self._ps.cpu_times().system) - self._system0
 
     async def sample_rss(self) -> None:
         while self.process.poll() is None:
@@ -142,12 +149,16 @@ def _answers(url: str) -> bool:
         return False
 
 
-def start_tfjob(plane: ControlPlane, qps: int, burst: int, folder: Path) -> Process:
+def start_tfjob(
+    plane: ControlPlane, qps: int, burst: int, folder: Path, profile: Path | None = None
+) -> Process:
+    """`tfjob operator`; with `profile`, under cProfile, its stats written there at exit."""
     metrics, health = _free_port(), _free_port()
+    python = [sys.executable, "-m", "cProfile", "-o", str(profile)] if profile else [sys.executable]
     args = [
-        sys.executable,
-        "-c",
-        "from tfjob.interfaces.cli import main; main()",
+        *python,
+        "-m",
+        "tfjob",
         "operator",
         "--kubeconfig",
         str(plane.kubeconfig_path),
@@ -463,13 +474,16 @@ class Result:
     running: list[float] = field(default_factory=list)
     succeeded: list[float] = field(default_factory=list)
     cpu: float = 0.0
+    cpu_system: float = 0.0
     rss_mb: float = 0.0
     settled: bool = False
     stop_seconds: float = 0.0
     by_reason: dict[str, int] = field(default_factory=dict)  # Event occurrences
 
 
-async def one_run(kind: str, jobs: int, qps: int, burst: int, folder: Path) -> Result:
+async def one_run(
+    kind: str, jobs: int, qps: int, burst: int, folder: Path, profile: bool = False
+) -> Result:
     result = Result(kind, jobs, f"{qps}/{burst}")
     with control_plane() as plane:
         client = KubeClient.connect(str(plane.kubeconfig_path))
@@ -477,7 +491,8 @@ async def one_run(kind: str, jobs: int, qps: int, burst: int, folder: Path) -> R
         try:
             await create_namespace(client, NAMESPACE)
             if kind == "tfjob":
-                operator = start_tfjob(plane, qps, burst, folder)
+                stats = folder / f"tfjob-{jobs}-{qps}.prof" if profile else None
+                operator = start_tfjob(plane, qps, burst, folder, stats)
             else:
                 operator = await start_kubeflow(client, plane, qps, burst, folder)
             sampler = asyncio.create_task(operator.sample_rss())
@@ -491,6 +506,7 @@ async def one_run(kind: str, jobs: int, qps: int, burst: int, folder: Path) -> R
             result.settled = await observer.settled(within=600 + jobs)
             result.seconds = observer.last_change - started
             result.cpu = operator.cpu_used()
+            result.cpu_system = operator.system_used()
             if kind == "tfjob":
                 found = operator.metrics()
                 result.recorded = found.get("tfjob_events_recorded_total", 0.0)
@@ -556,7 +572,8 @@ def print_run(r: Result) -> None:
         f"{r.event_occurrences} occurrences{lost}; "
         f"Running reaction p50 {_pct(r.running, 50):.0f} ms p99 {_pct(r.running, 99):.0f} ms; "
         f"Succeeded reaction p50 {_pct(r.succeeded, 50):.0f} ms "
-        f"p99 {_pct(r.succeeded, 99):.0f} ms; CPU {r.cpu:.1f} s; peak RSS {r.rss_mb:.0f} MB; "
+        f"p99 {_pct(r.succeeded, 99):.0f} ms; CPU {r.cpu:.1f} s (system {r.cpu_system:.1f}); "
+        f"peak RSS {r.rss_mb:.0f} MB; "
         f"SIGTERM->exit {r.stop_seconds:.1f} s",
         flush=True,
     )
@@ -603,6 +620,12 @@ async def main() -> None:
     parser.add_argument("--jobs", type=int, nargs="+", default=[200, 2000])
     parser.add_argument("--limits", nargs="+", default=["20:30", "1000:2000"])
     parser.add_argument("--order", default="kubeflow,tfjob", help="operators, in run order")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run tfjob under cProfile (slower: its figures are not comparable); stats "
+        "in the logs folder, tfjob-<jobs>-<qps>.prof",
+    )
     args = parser.parse_args()
     _pin_assets()
     folder = Path(tempfile.mkdtemp(prefix="tfjob-race-"))
@@ -613,7 +636,7 @@ async def main() -> None:
             qps, burst = (int(x) for x in limit.split(":"))
             results: dict[str, Result] = {}
             for kind in args.order.split(","):
-                results[kind] = await one_run(kind, jobs, qps, burst, folder)
+                results[kind] = await one_run(kind, jobs, qps, burst, folder, args.profile)
                 print_run(results[kind])
             if len(results) == 2:
                 table.append((results["tfjob"], results["kubeflow"]))

@@ -230,6 +230,7 @@ class _Certificates:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.ca_cert = folder / "ca.crt"
+        self.ca_key = folder / "ca.key"  # signs client certificates too (--client-ca-file)
         self.serving_cert = folder / "apiserver.crt"
         self.serving_key = folder / "apiserver.key"
         self.sa_key = folder / "sa.key"
@@ -246,7 +247,7 @@ class _Certificates:
         subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=self.folder)
 
     def _with_openssl(self) -> None:
-        ca_key = self.folder / "ca.key"
+        ca_key = self.ca_key
         csr = self.folder / "apiserver.csr"
         ext = self.folder / "apiserver.ext"
         self._openssl(
@@ -332,6 +333,7 @@ class _Certificates:
         )
         sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+        self.ca_key.write_bytes(key_pem(ca_key))
         self.serving_cert.write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
         self.serving_key.write_bytes(key_pem(serving_key))
         self.sa_key.write_bytes(key_pem(sa_key))
@@ -415,6 +417,13 @@ class ControlPlane:
         if self._certs is None:
             raise RuntimeError("the control plane is not started")
         return self._certs.ca_cert
+
+    @property
+    def ca_key_path(self) -> Path:
+        """The CA's key: client certificates it signs authenticate to the API server."""
+        if self._certs is None:
+            raise RuntimeError("the control plane is not started")
+        return self._certs.ca_key
 
     @property
     def log_dir(self) -> Path:
@@ -615,6 +624,8 @@ class ControlPlane:
             "--service-cluster-ip-range=10.0.0.0/24",
             "--authorization-mode=RBAC",
             f"--token-auth-file={tokens}",
+            # Client certificates signed by the test CA authenticate too (credentials tests).
+            f"--client-ca-file={self._certs.ca_cert}",
             # No controller-manager mints ServiceAccount tokens here, so the admission
             # plugin that insists on them would refuse every pod. TaintNodesByCondition
             # would give every new Node a not-ready:NoSchedule taint that, with no

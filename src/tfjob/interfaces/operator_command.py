@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import structlog
 from click.core import ParameterSource
 
-from tfjob.runtimes.kubernetes import logging_setup
-from tfjob.runtimes.kubernetes.operator import OperatorOptions, run
+from tfjob.runtimes.kubernetes import credentials, logging_setup
+
+if TYPE_CHECKING:
+    from tfjob.runtimes.kubernetes.operator import OperatorOptions
 
 COMMAND_LINE = ParameterSource.COMMANDLINE
 DEFAULT = ParameterSource.DEFAULT
@@ -256,16 +258,27 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
 @click.pass_context
 def command(ctx: click.Context, /, **params: Any) -> None:
     """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
+    # The credentials are read in a child process: started first, it runs while the
+    # operator's modules are imported (docs/kubernetes-runtime.md).
+    credentials.read_ahead(params["kubeconfig"])
     options, level, fmt = translate(ctx, params)
     logging_setup.configure(level, fmt)
     _warn_ignored(ctx)
     sys.exit(run(options))
 
 
+def run(options: OperatorOptions) -> int:
+    from tfjob.runtimes.kubernetes import operator
+
+    return operator.run(options)
+
+
 def translate(
     ctx: click.Context, params: dict[str, Any]
 ) -> tuple[OperatorOptions, str, str | None]:
     """The command line (either flag family) as operator options, log level and format."""
+    from tfjob.runtimes.kubernetes.operator import OperatorOptions
+
     check_schemes(params["enable_scheme"])
     host, metrics, health = resolve_endpoints(ctx, params)
     level = params["log_level"]

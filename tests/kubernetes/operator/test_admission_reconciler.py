@@ -1,4 +1,5 @@
-"""The reconciler's two ways out of a retry loop, in-process against the real API server.
+"""The reconciler's two ways out of a retry loop, and the dry run's shared verdicts,
+in-process against the real API server.
 
 - A dry-run refusal that is not permanent (the API server failing, not refusing) is
   retried: the reconcile raises (the queue backs off), the job is not failed, and the
@@ -9,6 +10,12 @@ The failures are injected: the API server cannot be made to answer 500 on demand
 since the CRD carries the pod schema it no longer stores any spec known to make the
 core raise (the corpus in tests/validation covers the ones that did). Everything else
 (the client, the caches, the status writes) is real.
+- A job like one admitted a moment ago (same template, a name of the same shape)
+  sends no dry run; a job with another template still does, a bad one is still
+  Failed, and a refusal is never shared: each bad job asks for itself. The dry runs
+  are counted by a wrapper around the real client.
+- A pod create the API server refuses as sent (422) is not retried with backoff: the
+  reconcile raises a PermanentError, after the FailedCreatePod Event.
 """
 
 from __future__ import annotations
@@ -17,11 +24,22 @@ from typing import Any
 
 import pytest
 
+from tests.support.operators import IMAGE, replica, tfjob
 from tests.support.status_lane import Lane, until
+from tfjob.api.errors import PermanentError
+from tfjob.api.types import JobStatus
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes import reconciler as reconciler_module
+from tfjob.runtimes.kubernetes.admission import DryRun
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
 from tfjob.runtimes.kubernetes.reconciler import Reconciler
+from tfjob.runtimes.kubernetes.resources import TFJOBS
+
+# A mount of a volume the pod does not have: the TFJob's schema cannot see it, the
+# API server's pod validation refuses it (422).
+_BAD_MOUNT = [
+    {"name": "tensorflow", "image": IMAGE, "volumeMounts": [{"name": "nope", "mountPath": "/d"}]}
+]
 
 
 class FailingDryRuns:
@@ -43,9 +61,28 @@ class FailingDryRuns:
         return getattr(self._real, name)
 
 
-def _reconciler(lane: Lane, client: Any) -> Reconciler:
+class CountingDryRuns:
+    """The real client, counting the dry runs sent (by the created object's name)."""
+
+    def __init__(self, real: KubeClient) -> None:
+        self._real = real
+        self.dry_runs: list[str] = []
+
+    async def create(
+        self, resource: Any, namespace: str, body: dict[str, Any], *, dry_run: bool = False
+    ) -> bytes:
+        if dry_run:
+            self.dry_runs.append(body["metadata"]["name"])
+        return await self._real.create(resource, namespace, body, dry_run=dry_run)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def _reconciler(lane: Lane, client: Any, dry_run: DryRun | None = None) -> Reconciler:
     parts = lane.parts
     return Reconciler(
+        dry_run=dry_run,
         client=client,
         caches=parts.caches,
         expectations=parts.expectations,
@@ -92,3 +129,76 @@ async def test_an_exception_while_reading_the_spec_fails_the_job(
         "Created",
         "Failed",
     ]
+
+
+async def _job(lane: Lane, name: str, containers: list[dict[str, Any]] | None = None) -> str:
+    manifest = tfjob(name, lane.namespace, {"Worker": replica(2, "Never", containers)})
+    await lane.client.create(TFJOBS, lane.namespace, manifest)
+    key = f"{lane.namespace}/{name}"
+    await until(lambda: lane.jobs.get(key) is not None)
+    return key
+
+
+def _failed(status: JobStatus) -> str | None:
+    return next((c.message for c in status.conditions if c.type == "Failed"), None)
+
+
+async def test_a_job_like_one_just_admitted_sends_no_dry_run(
+    lane: Lane, client: KubeClient
+) -> None:
+    counting = CountingDryRuns(client)
+    reconciler = _reconciler(lane, counting, DryRun(counting))  # type: ignore[arg-type]
+    await reconciler.reconcile(await _job(lane, "twin-1"))
+    assert sorted(counting.dry_runs) == ["twin-1-worker-0", "twin-1-worker-0"]  # pod, service
+    await reconciler.reconcile(await _job(lane, "twin-2"))  # same template, same shape
+    assert len(counting.dry_runs) == 2
+    await until(lambda: lane.parts.caches.pods.get(f"{lane.namespace}/twin-2-worker-1"))
+    # Another pod template: its pod is checked (its service is like twin-1's).
+    other = [{"name": "tensorflow", "image": IMAGE + "-gpu"}]
+    await reconciler.reconcile(await _job(lane, "twin-3", other))
+    assert counting.dry_runs[2:] == ["twin-3-worker-0"]
+    # A name of another shape (a digit where the others have a letter): its own check.
+    await reconciler.reconcile(await _job(lane, "twi9-4"))
+    assert counting.dry_runs[3:] == ["twi9-4-worker-0", "twi9-4-worker-0"]
+    # A bad template: checked and Failed; and the next bad job of the same shape is
+    # checked again (a refusal is never shared) and Failed too.
+    for name in ("bad1-5", "bad1-6"):
+        before = len(counting.dry_runs)
+        await reconciler.reconcile(await _job(lane, name, _BAD_MOUNT))
+        assert counting.dry_runs[before:] == [f"{name}-worker-0"]  # the pod's refusal ends it
+        message = _failed(await lane.server_status(name))
+        assert message is not None and "volumeMounts" in message
+        assert lane.parts.caches.pods.get(f"{lane.namespace}/{name}-worker-0") is None
+
+
+async def test_an_accepted_verdict_stands_only_for_its_time(lane: Lane, client: KubeClient) -> None:
+    counting = CountingDryRuns(client)
+    now = [0.0]
+    dry_run = DryRun(counting, ttl=60.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    reconciler = _reconciler(lane, counting, dry_run)
+    await reconciler.reconcile(await _job(lane, "aged-1"))
+    now[0] = 59.0
+    await reconciler.reconcile(await _job(lane, "aged-2"))
+    assert len(counting.dry_runs) == 2  # shared
+    now[0] = 61.0
+    await reconciler.reconcile(await _job(lane, "aged-3"))
+    assert counting.dry_runs[2:] == ["aged-3-worker-0", "aged-3-worker-0"]  # asked again
+
+
+async def test_a_create_refused_as_sent_is_not_retried_with_backoff(
+    lane: Lane, client: KubeClient
+) -> None:
+    # A job already admitted (its pods were checked before, e.g. by an earlier operator
+    # process) whose next pod is refused: the dry run is skipped, the create meets 422.
+    counting = CountingDryRuns(client)
+    dry_run = DryRun(counting)  # type: ignore[arg-type]
+    reconciler = _reconciler(lane, counting, dry_run)
+    key = await _job(lane, "refused", _BAD_MOUNT)
+    cached = lane.jobs.get(key)
+    assert cached is not None
+    dry_run._remember(cached.metadata.uid)  # admitted before
+    with pytest.raises(PermanentError) as raised:
+        await reconciler.reconcile(key)
+    assert "422" in str(raised.value)
+    assert not counting.dry_runs
+    assert lane.parts.caches.pods.get(f"{lane.namespace}/refused-worker-0") is None

@@ -7,14 +7,16 @@ lightkube's watch cannot ask for bookmarks. Why aiohttp rather than httpx: measu
 against the test API server, a burst of 1,500 creates cost 1.8 s of client CPU through
 httpx and 0.45 s through aiohttp (docs/kubernetes-runtime.md), and on a small machine
 the operator's CPU is taken from the API server's. kubernetes_asyncio's config loader,
-built on aiohttp too, reads kubeconfig or in-cluster credentials (credentials.py), so
-the operator carries one HTTP stack; this module sends the few requests the
+built on aiohttp too, reads kubeconfig or in-cluster credentials (credentials.py, in a
+child process), so one HTTP stack is installed; this module sends the few requests the
 operator needs and hands back bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -31,6 +33,8 @@ USER_AGENT = f"tfjob-operator/{__version__}"
 REQUEST_TIMEOUT = 30.0
 POOL_SIZE = 64  # connections kept open (a burst of creates reuses them all)
 _encode = msgspec.json.encode
+BATCH = 0.25  # seconds of tokens a throttled queue is handed at once (TokenBucket)
+REFUSED = (400, 422)  # answers that will not change for the same request (ApiError.refused)
 
 
 class TransportError(TemporaryError):
@@ -55,6 +59,17 @@ class ApiError(TemporaryError):
         return self.code == 404
 
     @property
+    def refused(self) -> bool:
+        """The request itself is refused (400 BadRequest, 422 Invalid): sending it
+        again, unchanged, gets the same answer; the object has to change first.
+
+        Not 403: an exceeded ResourceQuota is a 403 that clears by itself when other
+        pods finish, as does RBAC once an administrator grants it, and nothing about
+        the job would change to queue it again. Not 404: on a create it means the
+        namespace is going, and the job goes with it (its reconciles end there)."""
+        return self.code in REFUSED
+
+    @property
     def already_exists(self) -> bool:
         return self.code == 409 and self.reason == "AlreadyExists"
 
@@ -75,31 +90,78 @@ class TokenBucket:
     Off by default: the API server's Priority and Fairness already protects it, and a
     client-side limit caps how fast a big job's pods can be created. It exists for
     clusters that want the old behaviour, and so tests can slow the operator down.
+
+    Two queues: a waiter that asks `first` (a job's status PUT) gets the next token
+    before every waiter that did not (creates, deletes, lists). With the 4 workers'
+    creates queued, a status at 20 QPS would otherwise wait ~1.6 s of tokens behind
+    them; the budget spent is the same, only the order changes. Within a queue, first
+    come first served.
+
+    Tokens for a queue of ordinary waiters are handed out BATCH seconds' worth at a
+    time (5 at 20 QPS), never more than the burst allows: the rate and the burst are
+    the same, but the process wakes a fifth as often, which at 20 QPS is a good part
+    of the operator's CPU. A `first` waiter is served as soon as one token is there.
     """
 
     def __init__(self, qps: float, burst: int) -> None:
         self._rate = qps
         self._burst = max(burst, 1)
         self._tokens = float(self._burst)
-        self._updated = 0.0
-        self._lock = asyncio.Lock()
+        self._updated: float | None = None
+        self._first: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._rest: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._dispenser: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()  # a `first` waiter arrived: stop saving up
 
     def twin(self) -> TokenBucket:
         """A fresh bucket with the same rate and burst (a budget of its own)."""
         return TokenBucket(self._rate, self._burst)
 
-    async def take(self) -> None:
-        async with self._lock:
-            loop = asyncio.get_running_loop()
-            now = loop.time()
-            if self._updated:
-                self._tokens = min(self._burst, self._tokens + (now - self._updated) * self._rate)
-            self._updated = now
-            if self._tokens < 1.0:
-                await asyncio.sleep((1.0 - self._tokens) / self._rate)
-                self._tokens = 1.0
-                self._updated = loop.time()
+    async def take(self, *, first: bool = False) -> None:
+        """Wait for a token; `first`: ahead of every waiter that is not."""
+        loop = asyncio.get_running_loop()
+        self._refill(loop.time())
+        if self._tokens >= 1.0 and not self._first and not self._rest:
             self._tokens -= 1.0
+            return
+        waiter: asyncio.Future[None] = loop.create_future()
+        (self._first if first else self._rest).append(waiter)
+        if first:
+            self._wake.set()
+        if self._dispenser is None or self._dispenser.done():
+            self._dispenser = loop.create_task(self._dispense())
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._tokens += 1.0  # handed a token it will not use: give it back
+            raise
+
+    async def _dispense(self) -> None:
+        """Hand out tokens as they come, the `first` queue before the other."""
+        loop = asyncio.get_running_loop()
+        while self._first or self._rest:
+            self._refill(loop.time())
+            want = 1.0 if self._first else min(len(self._rest), self._batch)
+            if self._tokens < want:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), (want - self._tokens) / self._rate)
+                continue
+            while self._tokens >= 1.0 and (self._first or self._rest):
+                waiter = (self._first or self._rest).popleft()
+                if not waiter.done():  # a cancelled waiter takes nothing
+                    self._tokens -= 1.0
+                    waiter.set_result(None)
+
+    @property
+    def _batch(self) -> float:
+        return max(1.0, min(self._rate * BATCH, float(self._burst)))
+
+    def _refill(self, now: float) -> None:
+        if self._updated is not None:
+            self._tokens = min(self._burst, self._tokens + (now - self._updated) * self._rate)
+        self._updated = now
 
 
 class KubeClient:
@@ -153,8 +215,9 @@ class KubeClient:
 
     def with_own_budget(self) -> KubeClient:
         """The same connections and credentials with a throttle of its own (same QPS
-        and burst): for Events, so their writes never use up the reconciles' budget,
-        as client-go's separate event client does."""
+        and burst): for Events, so their writes never use up the reconciles' budget.
+        So the process may send twice the QPS set; Kubeflow's operator (v1.9.4) puts
+        its Events in the one bucket of all its requests."""
         throttle = self._throttle.twin() if self._throttle is not None else None
         twin = KubeClient(self._server, self._session, self._credentials, throttle)
         twin.on_response = self.on_response
@@ -271,8 +334,12 @@ class KubeClient:
     async def replace_status(
         self, resource: Resource, namespace: str, name: str, body: dict[str, Any]
     ) -> bytes:
-        """PUT the status subresource: only `status` is taken from `body`."""
-        return await self._send("PUT", resource.path(namespace, name, "status"), body=body)
+        """PUT the status subresource: only `status` is taken from `body`.
+
+        Ahead of the other requests in the token bucket (TokenBucket): a job's status
+        reports what already happened and should not wait behind queued creates."""
+        path = resource.path(namespace, name, "status")
+        return await self._send("PUT", path, body=body, first=True)
 
     async def merge_patch(
         self,
@@ -316,9 +383,10 @@ class KubeClient:
         params: dict[str, str] | None = None,
         body: dict[str, Any] | None = None,
         content_type: str = "application/json",
+        first: bool = False,
     ) -> bytes:
         if self._throttle is not None:
-            await self._throttle.take()
+            await self._throttle.take(first=first)
         content = _encode(body) if body is not None else None
         for attempt in (1, 2):
             headers = await self._auth()

@@ -1,36 +1,42 @@
 """Who the operator is to the API server: kubeconfig or in-cluster credentials.
 
-kubernetes_asyncio's config loader (aiohttp-based, the same HTTP stack as our client)
-reads the kubeconfig or the service account: contexts, client certificates, bearer
-tokens, token files, basic auth and exec plugins (client.authentication.k8s.io). This
-module only builds the TLS context from what it found and hands our client the
-Authorization header. A 401 loads the credentials again - the token file re-read, the
-exec plugin re-run - and in-cluster the service-account token is re-read once a minute
-as the kubelet rotates it. Why this library: docs/kubernetes-runtime.md.
+kubernetes_asyncio's config loader reads the kubeconfig or the service account:
+contexts, client certificates, bearer tokens, token files, basic auth and exec plugins
+(client.authentication.k8s.io). It runs in a short-lived child process
+(`kubeconfig_child.py`) because importing it imports the library's whole generated
+client, ~30 MB the operator would hold for its whole life. This module builds the TLS
+context from the PEM data the child sends back and hands our client the Authorization
+header. A 401 runs the child again - the token file re-read, the exec plugin re-run -
+and in-cluster the service-account token file is re-read here once a minute as the
+kubelet rotates it. Why this library and why a child: docs/kubernetes-runtime.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import atexit
+import contextlib
 import os
 import ssl
-import threading
-from collections.abc import Awaitable, Callable, Coroutine
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from tfjob.api.errors import PermanentError
+from tfjob.runtimes.kubernetes import kubeconfig_child
+from tfjob.runtimes.kubernetes.kubeconfig_child import Answer, Failed, Found
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-DEFAULT_KUBECONFIG = "~/.kube/config"
+TOKEN_REREAD = 60.0  # seconds: how often the in-cluster token file is read again
+RELOAD_SPACING = 10.0  # seconds: 401s within this of a reload do not start another child
 
-# The loader logs what it then raises (or a missing file it then skips): our errors say
-# it once. Its records still reach the handlers the operator configures.
-logging.getLogger("kubernetes_asyncio").addHandler(logging.NullHandler())
-
-Loader = Callable[[], Awaitable[Any]]  # -> a loaded kubernetes_asyncio Configuration
+Loader = Callable[[], Found]  # runs the child again: what the credentials are now
 
 
 class CredentialsError(PermanentError):
@@ -48,19 +54,50 @@ class Connection:
 class Credentials:
     """The Authorization header for each request, loaded again after a 401."""
 
-    def __init__(self, config: Any, load: Loader) -> None:
-        self._config = config  # kubernetes_asyncio.client.Configuration
+    def __init__(self, found: Found, load: Loader) -> None:
         self._load = load
+        self._use(found)
+        self._reloading = asyncio.Lock()
+        self._reloaded_at = -RELOAD_SPACING
+
+    def _use(self, found: Found) -> None:
+        self._authorization = found.authorization
+        self._token_file = Path(found.token_file) if found.token_file else None
+        self._read_at = time.monotonic()
 
     async def header(self) -> str | None:
-        # Runs the loader's refresh hook (in-cluster: re-reads a rotated token file).
-        value = await self._config.get_api_key_with_prefix("BearerToken")
-        return str(value).strip() if value else None
+        if self._token_file is not None and time.monotonic() - self._read_at >= TOKEN_REREAD:
+            self._read_token_file(self._token_file)
+        return self._authorization
+
+    def _read_token_file(self, path: Path) -> None:
+        """In-cluster: the kubelet rotates the token in place; a file that cannot be
+        read now keeps the last token (a 401 then runs the child, which says why)."""
+        self._read_at = time.monotonic()
+        try:
+            token = path.read_text().strip()
+        except OSError:
+            return
+        if token:
+            self._authorization = f"Bearer {token}"
 
     async def refresh(self) -> bool:
-        """After a 401: load again; True if the header changed (worth a retry)."""
+        """After a 401: load again; True if the header changed (worth a retry).
+
+        A reload is a child process (~0.4 s of CPU, ~40 MB while it runs), so the 401s
+        of requests in flight together share one, and a 401 soon after a reload that
+        changed nothing does not start another."""
         old = await self.header()
-        self._config = await self._load()
+        async with self._reloading:
+            current = await self.header()
+            if current != old:  # reloaded for another request meanwhile
+                return current is not None
+            if time.monotonic() - self._reloaded_at < RELOAD_SPACING:
+                return False
+            try:
+                self._use(await asyncio.to_thread(self._load))
+            finally:
+                self._reloaded_at = time.monotonic()
         new = await self.header()
         return new is not None and new != old
 
@@ -73,105 +110,115 @@ def connection(
 ) -> Connection:
     """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG (else
     ~/.kube/config); `context` picks one of the kubeconfig's contexts instead of its
-    current one. Exec plugins run here once, off the caller's event loop."""
-    from kubernetes_asyncio.config import ConfigException
+    current one. Exec plugins run here once, in the child (or in the one `read_ahead`
+    started with the same arguments); this blocks until it is done, whether or not the
+    caller runs an event loop."""
+    key = (kubeconfig, context, service_account)
 
-    try:
-        if kubeconfig is None and _in_cluster(service_account):
-            return _in_cluster_connection(service_account)
-        path = kubeconfig or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
-        return _kubeconfig_connection(os.path.expanduser(path), context)
-    except ConfigException as error:
-        raise CredentialsError(str(error)) from None
+    def load() -> Found:
+        return _Child(*key).answer()
 
-
-def _in_cluster(service_account: Path) -> bool:
-    return (service_account / "token").is_file() and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-
-
-def _in_cluster_connection(service_account: Path) -> Connection:
-    from kubernetes_asyncio.client import Configuration
-    from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
-
-    def load() -> Any:
-        config = Configuration()
-        loader = InClusterConfigLoader(
-            token_filename=str(service_account / "token"),
-            cert_filename=str(service_account / "ca.crt"),
-        )
-        loader.load_and_set(config)  # sets a hook re-reading the token every minute
-        return config
-
-    async def reload() -> Any:
-        return await asyncio.to_thread(load)
-
-    config = load()
-    namespace_file = service_account / "namespace"
-    namespace = namespace_file.read_text().strip() if namespace_file.is_file() else ""
+    early = _READ_AHEAD.pop(key, None)
+    found = early.answer() if early is not None else load()
     return Connection(
-        server=config.host,
-        tls=_tls(config),
-        credentials=Credentials(config, reload),
-        namespace=namespace or "default",
+        server=found.server,
+        tls=_tls(found) if found.server.startswith("https") else None,
+        credentials=Credentials(found, load),
+        namespace=found.namespace,
     )
 
 
-def _kubeconfig_connection(path: str, context: str | None) -> Connection:
-    from kubernetes_asyncio.client import Configuration
-    from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
-
-    if not any(os.path.isfile(os.path.expanduser(one)) for one in path.split(os.pathsep)):
-        raise CredentialsError(f"{path}: no such file")
-    merged = KubeConfigMerger(path).config
-    if merged is None or not merged.safe_get("contexts"):
-        raise CredentialsError(f"{path}: the kubeconfig has no contexts")
-    if context is None and not merged.safe_get("current-context"):
-        raise CredentialsError(f"{path}: the kubeconfig has no current context")
-    chosen = merged["contexts"].get_with_name(context or merged["current-context"])
-    if chosen is None:  # get_with_name raises for a missing name; kept for safety
-        raise CredentialsError(f"{path}: no context {context}")
-
-    async def load() -> Any:
-        config = Configuration()
-        loader = KubeConfigLoader(config_dict=merged, active_context=context, config_base_path=None)
-        await loader.load_and_set(config)
-        return config
-
-    config = _run_now(load())
-    return Connection(
-        server=config.host,
-        tls=_tls(config) if config.host.startswith("https") else None,
-        credentials=Credentials(config, load),
-        namespace=str(chosen["context"].safe_get("namespace") or "default"),
-    )
+def read_ahead(
+    kubeconfig: str | None,
+    context: str | None = None,
+    *,
+    service_account: Path = SERVICE_ACCOUNT,
+) -> None:
+    """Start the child now, for the next `connection()` with the same arguments: the
+    operator calls this before importing its modules, so the child's start (~0.4 s,
+    mostly imports) can run beside that work instead of after it. A child
+    that cannot start is left to `connection()` to report."""
+    key = (kubeconfig, context, service_account)
+    if key not in _READ_AHEAD:
+        if not _READ_AHEAD:
+            atexit.register(_end_unclaimed)
+        with contextlib.suppress(CredentialsError):
+            _READ_AHEAD[key] = _Child(*key)
 
 
-def _tls(config: Any) -> ssl.SSLContext:
+def _end_unclaimed() -> None:
+    """At exit (bad flags, say): a child no connection() asked for does not outlive us."""
+    while _READ_AHEAD:
+        _READ_AHEAD.popitem()[1].end()
+
+
+class _Child:
+    """One run of kubeconfig_child.py in a fresh interpreter, its answer read from a
+    pipe of its own: its stdout and stderr stay the caller's (an exec plugin sees the
+    same terminal). Run by path with -P, so it imports no tfjob module (whichever tfjob
+    is installed) and nothing from the current directory."""
+
+    def __init__(self, kubeconfig: str | None, context: str | None, service_account: Path):
+        command = [sys.executable, "-P", kubeconfig_child.__file__]
+        command += ["--service-account", str(service_account)]
+        if kubeconfig is not None:
+            command += ["--kubeconfig", kubeconfig]
+        if context is not None:
+            command += ["--context", context]
+        read, write = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                [*command, "--answer-fd", str(write)], pass_fds=(write,)
+            )
+        except OSError as error:
+            os.close(read)
+            message = f"cannot start {sys.executable} to read the kubeconfig: {error}"
+            raise CredentialsError(message) from None
+        finally:
+            os.close(write)
+        self._read = read
+
+    def end(self) -> None:
+        self._process.kill()
+        self._process.wait()
+        os.close(self._read)
+
+    def answer(self) -> Found:
+        with os.fdopen(self._read, "rb") as pipe:
+            data = pipe.read()
+        code = self._process.wait()
+        try:
+            answer: Answer = msgspec.json.decode(data, type=Answer)
+        except msgspec.DecodeError:
+            raise CredentialsError(f"reading the kubeconfig failed (exit status {code})") from None
+        if isinstance(answer, Failed):
+            raise CredentialsError(answer.error)
+        return answer
+
+
+# Children started by read_ahead, each answering one connection() with its arguments.
+_READ_AHEAD: dict[tuple[str | None, str | None, Path], _Child] = {}
+
+
+def _tls(found: Found) -> ssl.SSLContext:
     """The server's CA, the client certificate if any, and verification as the
     kubeconfig asks (insecure-skip-tls-verify turns it off, nothing else does)."""
-    tls = ssl.create_default_context(cafile=config.ssl_ca_cert)
-    if config.cert_file:
-        tls.load_cert_chain(config.cert_file, keyfile=config.key_file)
-    if not config.verify_ssl:
+    tls = ssl.create_default_context(cadata=found.ca)  # None: the system's CAs
+    if found.certificate:
+        _load_client_certificate(tls, found.certificate, found.key)
+    if not found.verify:
         tls.check_hostname = False
         tls.verify_mode = ssl.CERT_NONE
     return tls
 
 
-def _run_now(work: Coroutine[Any, Any, Any]) -> Any:
-    """Run `work` to completion on an event loop of its own, in a thread of its own,
-    so this works whether or not the caller already runs a loop."""
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = asyncio.run(work)
-        except BaseException as error:  # re-raised in the caller's thread
-            result["error"] = error
-
-    thread = threading.Thread(target=target, name="kubeconfig")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
+def _load_client_certificate(tls: ssl.SSLContext, certificate: str, key: str | None) -> None:
+    """ssl loads a certificate and key only from a file: one readable by us alone
+    (mkstemp makes it 0600), removed as soon as it is loaded."""
+    handle, path = tempfile.mkstemp(prefix="tfjob-client-", suffix=".pem")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(certificate if key is None else certificate.rstrip("\n") + "\n" + key)
+        tls.load_cert_chain(path)
+    finally:
+        os.unlink(path)

@@ -34,8 +34,9 @@ events waiting (`reason="overflow"` if ever reached); events still pending when 
 shutdown flush runs out of time are counted as `reason="shutdown"`.
 
 Budget: the recorder is given its own client (`KubeClient.with_own_budget`), so with
-a client-side QPS limit events and reconcile writes each have a bucket of that size,
-as client-go's separate event client has; event writes never starve pod creates.
+a client-side QPS limit events and reconcile writes each have a bucket of that size
+(twice the limit in all; Kubeflow's operator shares one bucket among all its
+requests, Events included); event writes never starve pod creates.
 Timestamps are those of the recording, not of the sending.
 """
 

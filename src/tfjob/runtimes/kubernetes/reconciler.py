@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from tfjob.api import constants as c
-from tfjob.api.errors import TemporaryError
+from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.observed import Pod, Service
 from tfjob.api.types import ObjectMeta, TFJob
 from tfjob.core import conditions
@@ -67,6 +67,23 @@ class ActionsFailed(TemporaryError):
     def __init__(self, errors: Sequence[Exception]) -> None:
         super().__init__("; ".join(str(e) for e in errors))
         self.errors = list(errors)
+
+
+class ActionsRefused(PermanentError):
+    """Every failed create or delete was refused as sent (400/422, ApiError.refused):
+    the same requests would be refused again, so the job is not retried until it
+    changes (its FailedCreate Events say why)."""
+
+    def __init__(self, errors: Sequence[Exception]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = list(errors)
+
+
+def _failure(errors: Sequence[Exception]) -> ActionsFailed | ActionsRefused:
+    """Refused if every error is a refusal; one error worth retrying retries them all."""
+    if all(isinstance(e, ApiError) and e.refused for e in errors):
+        return ActionsRefused(errors)
+    return ActionsFailed(errors)
 
 
 @dataclass(frozen=True)
@@ -165,7 +182,7 @@ class Reconciler:
             self._recorder.record(ref, event.type, event.reason, event.message)
         errors, job_deleted = await self._act(key, ref, plan.actions, renderer)
         if errors:
-            raise ActionsFailed(errors)
+            raise _failure(errors)
         return Result(requeue_after=None if job_deleted else plan.requeue_after)
 
     async def _store_status(
@@ -327,7 +344,7 @@ class Reconciler:
         uid = job.metadata.uid
         if not self._dry_run.needed(uid, has_pods, plan.actions):
             return None
-        return await self._dry_run.refusal(uid, job.metadata.namespace, plan.actions, pods)
+        return await self._dry_run.refusal(job.metadata, plan.actions, pods)
 
     async def _reject(
         self, cached: TFJob | UndecodableJob, job: TFJob | None = None, problems: str = ""
