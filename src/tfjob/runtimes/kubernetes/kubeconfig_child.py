@@ -51,14 +51,11 @@ class Failed(msgspec.Struct, tag="failed", frozen=True):
 Answer = Found | Failed
 
 
-class Unusable(Exception):
-    """The kubeconfig cannot be used; the message says why, for the user."""
-
-
-def load(kubeconfig: str | None, context: str | None, service_account: Path) -> Found:
+def load(kubeconfig: str | None, context: str | None, service_account: Path) -> Answer:
     """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG (else
     ~/.kube/config); `context` picks one of the kubeconfig's contexts instead of its
-    current one."""
+    current one. A kubeconfig that cannot be used is a `Failed` answer saying why: the
+    error never leaves this process, so it is the loader's own ConfigException here."""
     from kubernetes_asyncio.config import ConfigException
 
     try:
@@ -67,7 +64,7 @@ def load(kubeconfig: str | None, context: str | None, service_account: Path) -> 
         path = kubeconfig or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
         return _kubeconfig_found(os.path.expanduser(path), context)
     except ConfigException as error:
-        raise Unusable(str(error)) from None
+        return Failed(str(error))
 
 
 def _in_cluster(service_account: Path) -> bool:
@@ -97,18 +94,19 @@ def _in_cluster_found(service_account: Path) -> Found:
 
 def _kubeconfig_found(path: str, context: str | None) -> Found:
     from kubernetes_asyncio.client import Configuration
+    from kubernetes_asyncio.config import ConfigException
     from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
 
     if not any(os.path.isfile(os.path.expanduser(one)) for one in path.split(os.pathsep)):
-        raise Unusable(f"{path}: no such file")
+        raise ConfigException(f"{path}: no such file")
     merged = KubeConfigMerger(path).config
     if merged is None or not merged.safe_get("contexts"):
-        raise Unusable(f"{path}: the kubeconfig has no contexts")
+        raise ConfigException(f"{path}: the kubeconfig has no contexts")
     if context is None and not merged.safe_get("current-context"):
-        raise Unusable(f"{path}: the kubeconfig has no current context")
+        raise ConfigException(f"{path}: the kubeconfig has no current context")
     chosen = merged["contexts"].get_with_name(context or merged["current-context"])
     if chosen is None:  # get_with_name raises for a missing name; kept for safety
-        raise Unusable(f"{path}: no context {context}")
+        raise ConfigException(f"{path}: no context {context}")
     config = Configuration()
     loader = KubeConfigLoader(config_dict=merged, active_context=context, config_base_path=None)
     authorization = asyncio.run(_load_and_set(loader, config))
@@ -156,8 +154,6 @@ def answer(kubeconfig: str | None, context: str | None, service_account: Path) -
     logging.getLogger("kubernetes_asyncio").addHandler(logging.NullHandler())
     try:
         return load(kubeconfig, context, service_account)
-    except Unusable as error:
-        return Failed(str(error))
     except Exception as error:  # a malformed file: its YAML, a missing entry, a bad path
         return Failed(explain(error, kubeconfig))
 
