@@ -323,11 +323,13 @@ async def _unless_stopped(
 
 async def serve(options: OperatorOptions) -> int:
     """Connect, run until SIGTERM/SIGINT, and return the exit code."""
+    connecting = time.perf_counter()
     client = KubeClient.connect(
         options.kubeconfig,
         qps=options.kube_api_qps,
         burst=options.kube_api_burst,
     )
+    kubeconfig_seconds = time.perf_counter() - connecting
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -338,6 +340,7 @@ async def serve(options: OperatorOptions) -> int:
         namespace=options.namespace or "(all)",
         workers=options.workers,
         leader_elect=options.leader_elect,
+        kubeconfig_seconds=round(kubeconfig_seconds, 3),
     )
     try:
         return await Operator(options, client).run(stop)
