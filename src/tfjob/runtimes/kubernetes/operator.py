@@ -240,7 +240,13 @@ class Operator:
     async def _work(self) -> None:
         """The worker loop: the one place that hands keys back to the queue, from the
         reconciler's Result or the kind of error it raised."""
-        while (key := await self.queue.get()) is not None:
+        while True:
+            # A reconcile with nothing to write, and get() with keys waiting, never
+            # suspend: without this a worker would run a whole backlog (10,000 jobs
+            # after a restart) in one go, and /readyz, /healthz and the watches with it.
+            await asyncio.sleep(0)
+            if (key := await self.queue.get()) is None:
+                break
             structlog.contextvars.bind_contextvars(job=key)
             started = time.perf_counter()
             result = "success"
