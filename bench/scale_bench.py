@@ -18,7 +18,13 @@ caches and reconciles them (it finds every pod and service present). Figures:
 With --baseline-src DIR (a checkout's `src`), the restart is also measured for that
 tree on the same cluster, right after ours: same load, a before/after pair.
 
+With --cache-costs it only measures, in this process and without an API server, what
+the operator's three caches hold per object (tracemalloc): the same objects as the
+API server returns them, decoded by the operator's codecs into its informers with
+their index (no handlers). Quick, and quiet-machine independent.
+
 Run: python bench/scale_bench.py [--jobs 10000] [--baseline-src /tmp/base/src]
+     python bench/scale_bench.py --cache-costs [--jobs 2000]
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script); the load average is printed with the figures.
 """
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -35,8 +42,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 import urllib.error
 import urllib.request
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,7 +62,10 @@ from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS
+from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
+from tfjob.runtimes.kubernetes.handlers import JOB_INDEX, owning_job
+from tfjob.runtimes.kubernetes.informer import Informer
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
 
 JOBS_IN_FLIGHT = 16  # jobs being populated at once (each with its 8 objects at once)
 NAMESPACE = "bench-scale"
@@ -234,6 +246,79 @@ async def restart(kubeconfig: Path, folder: Path, src: str, name: str) -> None:
     )
 
 
+def served(jobs: int) -> dict[str, list[dict[str, Any]]]:
+    """The objects as a list would return them: ids, versions, managedFields, status."""
+    settings = Settings()
+    version = 1000
+    found: dict[str, list[dict[str, Any]]] = {"jobs": [], "pods": [], "services": []}
+
+    def stored(meta: dict[str, Any]) -> None:
+        nonlocal version
+        version += 1
+        meta.update(
+            namespace=NAMESPACE,
+            uid=str(uuid.uuid4()),
+            resourceVersion=str(version),
+            creationTimestamp="2026-12-01T08:00:00Z",
+            managedFields=[{"manager": "tfjob", "operation": "Update", "fieldsType": "FieldsV1"}],
+        )
+
+    for i in range(jobs):
+        document = tfjob(f"j{i}", NAMESPACE)
+        stored(document["metadata"])
+        job = msgspec.convert(document, TFJob)
+        plan = reconcile(job, [], [], datetime.now(UTC), settings)
+        document["status"] = msgspec.to_builtins(plan.status)
+        found["jobs"].append(document)
+        renderer = PodRenderer(job, settings)
+        for action in plan.actions:
+            if isinstance(action, CreatePod):
+                pod = renderer.manifest(action)
+                stored(pod["metadata"])
+                pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+                found["pods"].append(pod)
+            elif isinstance(action, CreateService):
+                service = {**action.manifest, "metadata": dict(action.manifest["metadata"])}
+                stored(service["metadata"])
+                found["services"].append(service)
+    return found
+
+
+def cache_costs(jobs: int) -> None:
+    """Bytes per cached object, by resource (tracemalloc), with the cache's index."""
+    objects = served(jobs)
+    pages = {
+        name: [
+            msgspec.json.encode({"metadata": {"resourceVersion": "5"}, "items": items[k : k + 500]})
+            for k in range(0, len(items), 500)
+        ]
+        for name, items in objects.items()
+    }
+    del objects
+    print(f"cache per object at {jobs} jobs x {REPLICAS} workers (tracemalloc), {load()}")
+    codecs: list[tuple[str, Codec[Any], Resource]] = [
+        ("jobs", JOB_CODEC, TFJOBS),
+        ("pods", POD_CODEC, PODS),
+        ("services", SERVICE_CODEC, SERVICES),
+    ]
+    caches = []
+    tracemalloc.start()
+    for name, codec, resource in codecs:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        cache: Informer[Any] = Informer(None, resource, codec)  # type: ignore[arg-type]
+        if name != "jobs":
+            cache.add_index(JOB_INDEX, owning_job)
+        items = [obj for body in pages[name] for obj in codec.decode_list(body)[0]]
+        cache._replace(items)
+        del items
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        caches.append(cache)
+        print(f"  {name}: {len(cache)} cached, {held / MB:.1f} MB, {held / len(cache):.0f} B each")
+    tracemalloc.stop()
+
+
 async def main(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(prefix="tfjob-scale-"))
     with control_plane() as plane:
@@ -278,4 +363,9 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=10000)
     parser.add_argument("--restarts", type=int, default=1)
     parser.add_argument("--baseline-src", help="another tree's src/ to restart for comparison")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--cache-costs", action="store_true", help="only the bytes per object")
+    arguments = parser.parse_args()
+    if arguments.cache_costs:
+        cache_costs(arguments.jobs)
+    else:
+        asyncio.run(main(arguments))
