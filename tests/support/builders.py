@@ -106,9 +106,9 @@ def pod(
             uid=uid or f"uid-{job_name}-{rtype}-{index}",
             labels=_labels(job_name, rtype, index),
             deletion_timestamp="2026-11-30T11:59:00Z" if terminating else None,
-            owner_references=[OwnerReference(uid=owner, controller=True, kind="TFJob")],
+            owner_references=(OwnerReference(uid=owner, controller=True, kind="TFJob"),),
         ),
-        status=PodStatus(phase=phase, container_statuses=statuses),
+        status=PodStatus(phase=phase, container_statuses=tuple(statuses)),
     )
 
 
@@ -122,7 +122,7 @@ def service(rtype: str, index: int, job_name: str = "test-tfjob", owner: str = U
             name=f"{job_name}-{rtype}-{index}",
             namespace="default",
             labels=_labels(job_name, rtype, index),
-            owner_references=[OwnerReference(uid=owner, controller=True, kind="TFJob")],
+            owner_references=(OwnerReference(uid=owner, controller=True, kind="TFJob"),),
         )
     )
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 
 from tfjob.api.types import TFJob
-from tfjob.runtimes.kubernetes.decode import UndecodableJob, decode_pods, decode_tfjob
+from tfjob.runtimes.kubernetes.decode import (
+    UndecodableJob,
+    decode_pods,
+    decode_services,
+    decode_tfjob,
+)
 from tfjob.runtimes.kubernetes.informer import is_newer
 
 POD = {
@@ -60,6 +65,48 @@ def test_a_pod_list_decodes_into_the_projection_the_core_reads() -> None:
     assert pod.status.container_statuses[0].state.terminated is not None
     assert pod.status.container_statuses[0].state.terminated.exit_code == 137
     assert not hasattr(pod, "spec")  # nothing the core does not read is kept
+
+
+def _job_objects(job: str, count: int) -> list[dict[str, object]]:
+    return [
+        {
+            "metadata": {
+                "name": f"{job}-worker-{i}",
+                "namespace": "team-a",
+                "uid": f"{job}-{i}",
+                "labels": {"training.kubeflow.org/job-name": job, "app": "trainer"},
+                "ownerReferences": [
+                    {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": job, "uid": job}
+                ],
+            },
+            "status": {"phase": "Running"},
+        }
+        for i in range(count)
+    ]
+
+
+def test_a_jobs_objects_hold_the_strings_they_repeat_once() -> None:
+    # 80,000 cached pods and services at 10,000 jobs: the namespace, label keys and
+    # values and the owner repeat in every one and are held once (the values unchanged).
+    page = {"metadata": {"resourceVersion": "5"}, "items": _job_objects("j", 3)}
+    pods, _, _ = decode_pods(json.dumps(page).encode())
+    services, _, _ = decode_services(json.dumps(page).encode())
+    job = decode_tfjob(
+        json.dumps(
+            {"metadata": {"name": "j", "namespace": "team-a", "uid": "j"}, "spec": {}}
+        ).encode()
+    )
+    assert isinstance(job, TFJob)
+    metas = [p.metadata for p in pods] + [s.metadata for s in services]
+    assert [m.name for m in metas] == [f"j-worker-{i}" for i in range(3)] * 2
+    assert all(m.labels == {"training.kubeflow.org/job-name": "j", "app": "trainer"} for m in metas)
+    assert all(m.owner_references[0].name == "j" for m in metas)
+    for m in metas:
+        assert m.namespace is job.metadata.namespace
+        assert m.owner_references[0].uid is job.metadata.uid
+        assert m.labels["training.kubeflow.org/job-name"] is job.metadata.name
+        assert next(iter(m.labels)) is next(iter(metas[0].labels))
+    assert pods[0].status.phase is pods[1].status.phase
 
 
 def test_an_empty_list_has_no_items() -> None:

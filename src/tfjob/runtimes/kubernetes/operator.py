@@ -247,7 +247,13 @@ class Operator:
     async def _work(self) -> None:
         """The worker loop: the one place that hands keys back to the queue, from the
         reconciler's Result or the kind of error it raised."""
-        while (key := await self.queue.get()) is not None:
+        while True:
+            # A reconcile with nothing to write, and get() with keys waiting, never
+            # suspend: without this a worker would run a whole backlog (10,000 jobs
+            # after a restart) in one go, and /readyz, /healthz and the watches with it.
+            await asyncio.sleep(0)
+            if (key := await self.queue.get()) is None:
+                break
             structlog.contextvars.bind_contextvars(job=key)
             started = time.perf_counter()
             result = "success"
@@ -330,11 +336,13 @@ async def _unless_stopped(
 
 async def serve(options: OperatorOptions) -> int:
     """Connect, run until SIGTERM/SIGINT, and return the exit code."""
+    connecting = time.perf_counter()
     client = KubeClient.connect(
         options.kubeconfig,
         qps=options.kube_api_qps,
         burst=options.kube_api_burst,
     )
+    kubeconfig_seconds = time.perf_counter() - connecting
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -345,6 +353,7 @@ async def serve(options: OperatorOptions) -> int:
         namespace=options.namespace or "(all)",
         workers=options.workers,
         leader_elect=options.leader_elect,
+        kubeconfig_seconds=round(kubeconfig_seconds, 3),
     )
     try:
         return await Operator(options, client).run(stop)

@@ -39,10 +39,9 @@ class LocalPod:
             name=self.name,
             namespace=str(metadata.get("namespace", "")),
             uid=str(uuid.uuid4()),
-            creation_timestamp=rfc3339(datetime.now(UTC)),
             labels=dict(metadata.get("labels") or {}),
             owner_references=msgspec.convert(
-                metadata.get("ownerReferences") or [], list[OwnerReference]
+                metadata.get("ownerReferences") or [], tuple[OwnerReference, ...]
             ),
         )
 
@@ -74,7 +73,7 @@ class LocalPod:
         if self.deleted_at is not None:
             meta = msgspec.structs.replace(meta, deletion_timestamp=rfc3339(self.deleted_at))
         status = PodStatus(
-            phase=self.phase, container_statuses=[c.status() for c in self.containers]
+            phase=self.phase, container_statuses=tuple(c.status() for c in self.containers)
         )
         return Pod(metadata=meta, status=status)
 

@@ -1,0 +1,371 @@
+"""`tfjob operator` at scale: memory and restart-to-ready with 10,000 TFJobs cached.
+
+Runs on the test control plane (tests/support/controlplane.py: real etcd and
+kube-apiserver, no kubelet). Creating 80,000 pods and services through the operator
+would take most of an hour on a 2-core machine, so this bench creates them itself:
+each TFJob is POSTed, then its 4 pods and 4 services are rendered by the same core
+the operator uses (`reconcile` + `PodRenderer`: the same labels and ownerReferences)
+and POSTed, as `operator_bench.py`'s plain client does. The operator then only lists,
+caches and reconciles them (it finds every pod and service present). Figures:
+
+1. The operator's first start on the full cluster: RSS once synced (/readyz 200),
+   peak RSS while it reconciles every job once (status writes included), RSS after.
+   Goal at 10,000 jobs: <= 400 MB.
+2. A restart: seconds from the process's start to /readyz 200, split into process
+   start + imports, reading the kubeconfig, and list+decode per resource (from the
+   operator's own log lines), and its RSS. Goal: <= 5 s.
+
+With --baseline-src DIR (a checkout's `src`), the restart is also measured for that
+tree on the same cluster, right after ours: same load, a before/after pair.
+
+With --cache-costs it only measures, in this process and without an API server, what
+the operator's three caches hold per object (tracemalloc): the same objects as the
+API server returns them, decoded by the operator's codecs into its informers with
+their index (no handlers). Quick, and quiet-machine independent.
+
+Run: python bench/scale_bench.py [--jobs 10000] [--baseline-src /tmp/base/src]
+     python bench/scale_bench.py --cache-costs [--jobs 2000]
+The machine's load matters (2 cores shared by etcd, the API server, the operator and
+this script); the load average is printed with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import urllib.error
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.operator_bench import REPLICAS, _free_port, control_plane, create_namespace, tfjob
+from tfjob.api.types import TFJob
+from tfjob.core.objects import PodRenderer
+from tfjob.core.plan import CreatePod, CreateService
+from tfjob.core.reconcile import reconcile
+from tfjob.core.settings import Settings
+from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
+from tfjob.runtimes.kubernetes.handlers import JOB_INDEX, owning_job
+from tfjob.runtimes.kubernetes.informer import Informer
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
+
+JOBS_IN_FLIGHT = 16  # jobs being populated at once (each with its 8 objects at once)
+NAMESPACE = "bench-scale"
+OURS = str(Path(__file__).resolve().parents[1] / "src")
+MB = 2**20
+
+
+def load() -> str:
+    return "load avg " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+async def populate(client: KubeClient, jobs: int) -> None:
+    """POST the TFJobs and, for each, the pods and services the core renders for it."""
+    await create_namespace(client, NAMESPACE)
+    settings = Settings()
+    gate = asyncio.Semaphore(JOBS_IN_FLIGHT)
+    done = 0
+    started = time.perf_counter()
+
+    async def one(i: int) -> None:
+        nonlocal done
+        async with gate:
+            raw = await client.create(TFJOBS, NAMESPACE, tfjob(f"j{i}", NAMESPACE))
+            job = msgspec.json.decode(raw, type=TFJob)
+            plan = reconcile(job, [], [], datetime.now(UTC), settings)
+            pods = PodRenderer(job, settings)
+            await asyncio.gather(
+                *(
+                    client.create(PODS, NAMESPACE, pods.manifest(a))
+                    if isinstance(a, CreatePod)
+                    else client.create(SERVICES, NAMESPACE, a.manifest)
+                    for a in plan.actions
+                    if isinstance(a, CreatePod | CreateService)
+                )
+            )
+        done += 1
+        if done % 1000 == 0:
+            print(f"  {done} jobs populated, {time.perf_counter() - started:.0f} s, {load()}")
+
+    await asyncio.gather(*(one(i) for i in range(jobs)))
+
+
+class Operator:
+    """`tfjob operator` as a subprocess with its health and metrics ports."""
+
+    def __init__(self, kubeconfig: Path, log: Path, src: str) -> None:
+        self.log = log
+        self.health_port = _free_port()
+        self.metrics_port = _free_port()
+        env = {**os.environ, "PYTHONPATH": src}
+        command = [
+            sys.executable,
+            "-m",
+            "tfjob",
+            "operator",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            NAMESPACE,
+            "--metrics-port",
+            str(self.metrics_port),
+            "--health-port",
+            str(self.health_port),
+            "--bind-address",
+            "127.0.0.1",
+            "--log-format",
+            "json",
+        ]
+        self.started = time.time()
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        self._ps = psutil.Process(self.process.pid)
+        self.peak_rss = 0
+        self._sampler = asyncio.create_task(self._sample())
+
+    async def _sample(self) -> None:
+        while self.process.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                self.peak_rss = max(self.peak_rss, self._ps.memory_info().rss)
+            await asyncio.sleep(0.05)
+
+    def rss(self) -> int:
+        return int(self._ps.memory_info().rss)
+
+    def _get(self, port: int, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, ""
+        except OSError:
+            return 0, ""
+
+    async def ready(self, within: float = 600) -> float:
+        """Poll /readyz every 10 ms; seconds from the process's start to the first 200."""
+        deadline = time.monotonic() + within
+        while True:
+            code, _ = await asyncio.to_thread(self._get, self.health_port, "/readyz")
+            if code == 200:
+                return time.time() - self.started
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"operator not ready:\n{self.log.read_text()[-3000:]}")
+            await asyncio.sleep(0.01)
+
+    def metric(self, names: tuple[str, ...]) -> float:
+        _, text = self._get(self.metrics_port, "/metrics")
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(names):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    async def quiet(self, within: float = 1200) -> float:
+        """Wait until no reconcile has run for 5 s and nothing waits; seconds waited."""
+        started = time.monotonic()
+        last, since = -1.0, time.monotonic()
+        while time.monotonic() - started < within:
+            await asyncio.sleep(1)
+            count = await asyncio.to_thread(self.metric, ("controller_runtime_reconcile_total{",))
+            waiting = await asyncio.to_thread(
+                self.metric, ("workqueue_depth{", "tfjob_events_pending ")
+            )
+            if count != last or waiting:
+                last, since = count, time.monotonic()
+            elif time.monotonic() - since >= 5:
+                break
+        return time.monotonic() - started
+
+    async def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(self.process.wait, 60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        await self._sampler
+
+    def phases(self) -> list[str]:
+        """Start-up split from the operator's log: imports, kubeconfig, list+decode."""
+        lines = []
+        for raw in self.log.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                lines.append(json.loads(raw))
+
+        def at(entry: dict[str, Any]) -> float:
+            return datetime.fromisoformat(entry["timestamp"]).timestamp() - self.started
+
+        found = []
+        for entry in lines:
+            if entry.get("event") == "starting":
+                kube = float(entry.get("kubeconfig_seconds", 0.0))
+                found.append(f"process start + imports {at(entry) - kube:.2f} s")
+                found.append(f"kubeconfig {kube:.2f} s")
+            elif entry.get("event") == "listed":
+                found.append(
+                    f"{entry['resource']}: {entry['objects']} in {entry['pages']} pages, "
+                    f"list+decode {entry['seconds']:.2f} s (decode {entry['decode_seconds']:.2f})"
+                    f" done at {at(entry):.2f} s"
+                )
+            elif entry.get("event") == "caches synced":
+                found.append(f"caches synced at {at(entry):.2f} s")
+        return found
+
+
+async def restart(kubeconfig: Path, folder: Path, src: str, name: str) -> None:
+    operator = Operator(kubeconfig, folder / f"{name}.log", src)
+    seconds = await operator.ready()
+    at_ready = operator.rss()
+    print(f"  {name}: ready {seconds:.2f} s after the process started (goal <= 5 s), {load()}")
+    for phase in operator.phases():
+        print(f"    {phase}")
+    waited = await operator.quiet()
+    after = operator.rss()
+    await operator.stop()
+    print(
+        f"    RSS at ready {at_ready / MB:.0f} MB; every job reconciled again in "
+        f"{waited - 5:.0f} s: {after / MB:.0f} MB, peak {operator.peak_rss / MB:.0f} MB"
+    )
+
+
+def served(jobs: int) -> dict[str, list[dict[str, Any]]]:
+    """The objects as a list would return them: ids, versions, managedFields, status."""
+    settings = Settings()
+    version = 1000
+    found: dict[str, list[dict[str, Any]]] = {"jobs": [], "pods": [], "services": []}
+
+    def stored(meta: dict[str, Any]) -> None:
+        nonlocal version
+        version += 1
+        meta.update(
+            namespace=NAMESPACE,
+            uid=str(uuid.uuid4()),
+            resourceVersion=str(version),
+            creationTimestamp="2026-12-01T08:00:00Z",
+            managedFields=[{"manager": "tfjob", "operation": "Update", "fieldsType": "FieldsV1"}],
+        )
+
+    for i in range(jobs):
+        document = tfjob(f"j{i}", NAMESPACE)
+        stored(document["metadata"])
+        job = msgspec.convert(document, TFJob)
+        plan = reconcile(job, [], [], datetime.now(UTC), settings)
+        document["status"] = msgspec.to_builtins(plan.status)
+        found["jobs"].append(document)
+        renderer = PodRenderer(job, settings)
+        for action in plan.actions:
+            if isinstance(action, CreatePod):
+                pod = renderer.manifest(action)
+                stored(pod["metadata"])
+                pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+                found["pods"].append(pod)
+            elif isinstance(action, CreateService):
+                service = {**action.manifest, "metadata": dict(action.manifest["metadata"])}
+                stored(service["metadata"])
+                found["services"].append(service)
+    return found
+
+
+def cache_costs(jobs: int) -> None:
+    """Bytes per cached object, by resource (tracemalloc), with the cache's index."""
+    objects = served(jobs)
+    pages = {
+        name: [
+            msgspec.json.encode({"metadata": {"resourceVersion": "5"}, "items": items[k : k + 500]})
+            for k in range(0, len(items), 500)
+        ]
+        for name, items in objects.items()
+    }
+    del objects
+    print(f"cache per object at {jobs} jobs x {REPLICAS} workers (tracemalloc), {load()}")
+    codecs: list[tuple[str, Codec[Any], Resource]] = [
+        ("jobs", JOB_CODEC, TFJOBS),
+        ("pods", POD_CODEC, PODS),
+        ("services", SERVICE_CODEC, SERVICES),
+    ]
+    caches = []
+    tracemalloc.start()
+    for name, codec, resource in codecs:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        cache: Informer[Any] = Informer(None, resource, codec)  # type: ignore[arg-type]
+        if name != "jobs":
+            cache.add_index(JOB_INDEX, owning_job)
+        items = [obj for body in pages[name] for obj in codec.decode_list(body)[0]]
+        cache._replace(items)
+        del items
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        caches.append(cache)
+        print(f"  {name}: {len(cache)} cached, {held / MB:.1f} MB, {held / len(cache):.0f} B each")
+    tracemalloc.stop()
+
+
+async def main(args: argparse.Namespace) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="tfjob-scale-"))
+    with control_plane() as plane:
+        client = KubeClient.connect(str(plane.kubeconfig_path))
+        print(f"control plane {plane.server}; logs in {folder}; {load()}")
+        objects = args.jobs * REPLICAS
+        print(
+            f"populating {args.jobs} TFJobs x {REPLICAS} workers: {objects} pods + {objects} "
+            "services created by this bench (rendered by the core), not by the operator"
+        )
+        started = time.perf_counter()
+        await populate(client, args.jobs)
+        print(f"  populated in {time.perf_counter() - started:.0f} s, {load()}")
+        await client.close()
+
+        print("1. first start: list everything, reconcile every job once")
+        first = Operator(plane.kubeconfig_path, folder / "first.log", OURS)
+        seconds = await first.ready()
+        synced = first.rss()
+        print(f"  ready {seconds:.2f} s after the process started, {load()}")
+        for phase in first.phases():
+            print(f"    {phase}")
+        waited = await first.quiet()
+        after = first.rss()
+        await first.stop()
+        print(
+            f"  objects cached: {args.jobs} TFJobs, {objects} pods, {objects} services; "
+            f"RSS synced {synced / MB:.0f} MB, after reconciling every job ({waited - 5:.0f} s) "
+            f"{after / MB:.0f} MB, peak {first.peak_rss / MB:.0f} MB (goal <= 400 MB), {load()}"
+        )
+        print("2. restart: process start to /readyz 200")
+        for round_ in range(args.restarts):
+            await restart(plane.kubeconfig_path, folder, OURS, f"restart-{round_ + 1}")
+            if args.baseline_src:
+                await restart(
+                    plane.kubeconfig_path, folder, args.baseline_src, f"baseline-{round_ + 1}"
+                )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=10000)
+    parser.add_argument("--restarts", type=int, default=1)
+    parser.add_argument("--baseline-src", help="another tree's src/ to restart for comparison")
+    parser.add_argument("--cache-costs", action="store_true", help="only the bytes per object")
+    arguments = parser.parse_args()
+    if arguments.cache_costs:
+        cache_costs(arguments.jobs)
+    else:
+        asyncio.run(main(arguments))
