@@ -16,7 +16,17 @@ caches and reconciles them (it finds every pod and service present). Figures:
    operator's own log lines), and its RSS. Goal: <= 5 s.
 
 With --baseline-src DIR (a checkout's `src`), the restart is also measured for that
-tree on the same cluster, right after ours: same load, a before/after pair.
+tree on the same cluster, right after ours: same load, a before/after pair; each
+--variant NAME=DIR adds one more tree, and every round restarts them all in turn.
+Each restart also reports the CPU seconds etcd and kube-apiserver spent until
+/readyz 200, which depends much less than wall time on what else the machine runs.
+--ready-only stops each restart at /readyz 200 (no reconcile of every job after it),
+--skip-first leaves out the first start (so the jobs carry no status).
+
+With --list-costs ROUNDS, before the operator starts, pods and services are listed
+straight from this script in each of LIST_WAYS (page size, compression,
+resourceVersion "0", metadata only), in alternation: seconds, the control plane's
+CPU and the largest page.
 
 With --cache-costs it only measures, in this process and without an API server, what
 the operator's three caches hold per object (tracemalloc): the same objects as the
@@ -24,6 +34,7 @@ API server returns them, decoded by the operator's codecs into its informers wit
 their index (no handlers). Quick, and quiet-machine independent.
 
 Run: python bench/scale_bench.py [--jobs 10000] [--baseline-src /tmp/base/src]
+       [--restarts N] [--ready-only] [--skip-first] [--list-costs 2]
      python bench/scale_bench.py --cache-costs [--jobs 2000]
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script); the load average is printed with the figures.

@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
+
 from tfjob.api.observed import Pod
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import POD_CODEC, SERVICE_CODEC
 from tfjob.runtimes.kubernetes.informer import Handlers, Informer
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource
 
 IMAGE = "registry.example/tf:2.16"
+CONFIGMAPS = Resource("", "v1", "configmaps")
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -27,12 +30,18 @@ def _pod(name: str) -> dict[str, Any]:
     }
 
 
-def _service(name: str) -> dict[str, Any]:
-    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "u-1"}
+def _service(name: str, owner_uid: str = "") -> dict[str, Any]:
+    # The owner must exist: where kube-controller-manager runs, its garbage collector
+    # deletes an object whose owner does not.
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner_uid}
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "labels": {"app": "informer-test"}, "ownerReferences": [owner]},
+        "metadata": {
+            "name": name,
+            "labels": {"app": "informer-test"},
+            **({"ownerReferences": [owner]} if owner_uid else {}),
+        },
         "spec": {"clusterIP": "None", "ports": [{"name": "tfjob-port", "port": 2222}]},
     }
 
@@ -128,10 +137,14 @@ async def test_a_metadata_only_informer_caches_services_and_follows_them(
             on_delete=lambda s: seen.append(("delete", s.metadata.name)),
         )
     )
-    await client.create(SERVICES, namespace, _service("a"))
+    owner = msgspec.json.decode(
+        await client.create(CONFIGMAPS, namespace, {"metadata": {"name": "owner"}})
+    )
+    uid = owner["metadata"]["uid"]
+    await client.create(SERVICES, namespace, _service("a", uid))
     task = asyncio.create_task(informer.run())
     await _until(lambda: informer.synced.is_set() and len(informer) == 1)
-    await client.create(SERVICES, namespace, _service("b"))
+    await client.create(SERVICES, namespace, _service("b", uid))
     await client.delete(SERVICES, namespace, "a")
     await _until(lambda: ("delete", "a") in seen and len(informer) == 1)
     await _stop(task)
