@@ -16,7 +16,17 @@ caches and reconciles them (it finds every pod and service present). Figures:
    operator's own log lines), and its RSS. Goal: <= 5 s.
 
 With --baseline-src DIR (a checkout's `src`), the restart is also measured for that
-tree on the same cluster, right after ours: same load, a before/after pair.
+tree on the same cluster, right after ours: same load, a before/after pair; each
+--variant NAME=DIR adds one more tree, and every round restarts them all in turn.
+Each restart also reports the CPU seconds etcd and kube-apiserver spent until
+/readyz 200, which depends much less than wall time on what else the machine runs.
+--ready-only stops each restart at /readyz 200 (no reconcile of every job after it),
+--skip-first leaves out the first start (so the jobs carry no status).
+
+With --list-costs ROUNDS, before the operator starts, pods and services are listed
+straight from this script in each of LIST_WAYS (page size, compression,
+resourceVersion "0", metadata only), in alternation: seconds, the control plane's
+CPU and the largest page.
 
 With --cache-costs it only measures, in this process and without an API server, what
 the operator's three caches hold per object (tracemalloc): the same objects as the
@@ -24,6 +34,7 @@ API server returns them, decoded by the operator's codecs into its informers wit
 their index (no handlers). Quick, and quiet-machine independent.
 
 Run: python bench/scale_bench.py [--jobs 10000] [--baseline-src /tmp/base/src]
+       [--restarts N] [--ready-only] [--skip-first] [--list-costs 2]
      python bench/scale_bench.py --cache-costs [--jobs 2000]
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script); the load average is printed with the figures.
@@ -61,11 +72,11 @@ from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
-from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.client import METADATA_LIST, KubeClient
 from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
 from tfjob.runtimes.kubernetes.handlers import JOB_INDEX, owning_job
 from tfjob.runtimes.kubernetes.informer import Informer
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.resources import OWNED_SELECTOR, PODS, SERVICES, TFJOBS, Resource
 
 JOBS_IN_FLIGHT = 16  # jobs being populated at once (each with its 8 objects at once)
 NAMESPACE = "bench-scale"
@@ -75,6 +86,31 @@ MB = 2**20
 
 def load() -> str:
     return "load avg " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class Cpu:
+    """CPU seconds used by some processes (etcd and kube-apiserver) since the last
+    reading: unlike wall time, it hardly depends on what else the machine runs."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self._processes = [psutil.Process(pid) for pid in pids]
+        self._last = self._total()
+
+    def _total(self) -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in self._processes)
+
+    def since(self) -> float:
+        now = self._total()
+        used, self._last = now - self._last, now
+        return used
+
+
+class _Page(msgspec.Struct):
+    metadata: dict[str, Any] = {}
+    items: list[msgspec.Raw] = []
+
+
+_page = msgspec.json.Decoder(_Page)
 
 
 async def populate(client: KubeClient, jobs: int) -> None:
@@ -230,13 +266,33 @@ class Operator:
         return found
 
 
-async def restart(kubeconfig: Path, folder: Path, src: str, name: str) -> None:
+async def restart(
+    kubeconfig: Path,
+    folder: Path,
+    src: str,
+    name: str,
+    *,
+    ready_only: bool = False,
+    plane_cpu: Cpu | None = None,
+) -> None:
+    if plane_cpu:
+        plane_cpu.since()
     operator = Operator(kubeconfig, folder / f"{name}.log", src)
     seconds = await operator.ready()
     at_ready = operator.rss()
+    used = operator._ps.cpu_times()
     print(f"  {name}: ready {seconds:.2f} s after the process started (goal <= 5 s), {load()}")
+    if plane_cpu:
+        print(
+            f"    CPU until ready: etcd + kube-apiserver {plane_cpu.since():.2f} s, "
+            f"operator {used.user + used.system:.2f} s"
+        )
     for phase in operator.phases():
         print(f"    {phase}")
+    if ready_only:
+        await operator.stop()
+        print(f"    RSS at ready {at_ready / MB:.0f} MB, peak {operator.peak_rss / MB:.0f} MB")
+        return
     waited = await operator.quiet()
     after = operator.rss()
     await operator.stop()
@@ -319,6 +375,60 @@ def cache_costs(jobs: int) -> None:
     tracemalloc.stop()
 
 
+_PLAIN = {"Accept-Encoding": "identity"}
+_METADATA = {"Accept": METADATA_LIST}
+LIST_WAYS: list[tuple[str, dict[str, str], dict[str, str]]] = [
+    # (name, extra query parameters, extra headers) of one paged list
+    ("limit 500, gzip", {"limit": "500"}, {}),
+    ("limit 500, uncompressed", {"limit": "500"}, _PLAIN),
+    ("limit 2000, gzip", {"limit": "2000"}, {}),
+    ("limit 5000, gzip", {"limit": "5000"}, {}),
+    ("resourceVersion=0 limit 500, gzip", {"limit": "500", "resourceVersion": "0"}, {}),
+    ("limit 500, metadata only, gzip", {"limit": "500"}, _METADATA),
+    ("limit 2000, metadata only, gzip", {"limit": "2000"}, _METADATA),
+]
+
+
+async def list_costs(client: KubeClient, rounds: int, plane_cpu: Cpu) -> None:
+    """Each way of listing pods and services, timed alone (one list at a time), in
+    alternation: the seconds to the last page, the largest page, the pages."""
+    session = client._session
+    auth = await client._auth()
+    print(f"3. one list at a time, {rounds} rounds in alternation (seconds to the last page)")
+    for round_ in range(rounds):
+        for resource in (PODS, SERVICES):
+            for name, params, headers in LIST_WAYS:
+                if "metadata" in name and resource is PODS:
+                    continue
+                started = time.perf_counter()
+                plane_cpu.since()
+                pages, largest, items, token = 0, 0, 0, ""
+                while True:
+                    query = {**params, "labelSelector": OWNED_SELECTOR}
+                    if token:
+                        query["continue"] = token
+                        query.pop("resourceVersion", None)
+                    async with session.get(
+                        client.server + resource.path(NAMESPACE),
+                        params=query,
+                        headers={**auth, **headers},
+                    ) as answer:
+                        body = await answer.read()
+                    page = _page.decode(body)
+                    pages += 1
+                    largest = max(largest, len(body))
+                    items += len(page.items)
+                    token = page.metadata.get("continue", "")
+                    if not token:
+                        break
+                print(
+                    f"  round {round_ + 1} {resource.plural} {name}: {items} in {pages} pages, "
+                    f"{time.perf_counter() - started:.2f} s, etcd + kube-apiserver CPU "
+                    f"{plane_cpu.since():.2f} s, largest page {largest / MB:.1f} MB "
+                    f"(uncompressed), {load()}"
+                )
+
+
 async def main(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(prefix="tfjob-scale-"))
     with control_plane() as plane:
@@ -332,7 +442,19 @@ async def main(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         await populate(client, args.jobs)
         print(f"  populated in {time.perf_counter() - started:.0f} s, {load()}")
+        plane_cpu = Cpu(list(plane.pids.values()))
+        if args.list_costs:
+            await list_costs(client, args.list_costs, plane_cpu)
         await client.close()
+        variants = [("restart", OURS)]
+        if args.baseline_src:
+            variants.append(("baseline", args.baseline_src))
+        for variant in args.variant or []:
+            name, _, src = variant.partition("=")
+            variants.append((name, src))
+        if args.skip_first:
+            await restarts(plane.kubeconfig_path, folder, variants, args, plane_cpu)
+            return
 
         print("1. first start: list everything, reconcile every job once")
         first = Operator(plane.kubeconfig_path, folder / "first.log", OURS)
@@ -349,13 +471,28 @@ async def main(args: argparse.Namespace) -> None:
             f"RSS synced {synced / MB:.0f} MB, after reconciling every job ({waited - 5:.0f} s) "
             f"{after / MB:.0f} MB, peak {first.peak_rss / MB:.0f} MB (goal <= 400 MB), {load()}"
         )
-        print("2. restart: process start to /readyz 200")
-        for round_ in range(args.restarts):
-            await restart(plane.kubeconfig_path, folder, OURS, f"restart-{round_ + 1}")
-            if args.baseline_src:
-                await restart(
-                    plane.kubeconfig_path, folder, args.baseline_src, f"baseline-{round_ + 1}"
-                )
+        await restarts(plane.kubeconfig_path, folder, variants, args, plane_cpu)
+
+
+async def restarts(
+    kubeconfig: Path,
+    folder: Path,
+    variants: list[tuple[str, str]],
+    args: argparse.Namespace,
+    plane_cpu: Cpu,
+) -> None:
+    """Each tree restarted in turn, round after round (same cluster, alternating)."""
+    print("2. restart: process start to /readyz 200")
+    for round_ in range(args.restarts):
+        for name, src in variants:
+            await restart(
+                kubeconfig,
+                folder,
+                src,
+                f"{name}-{round_ + 1}",
+                ready_only=args.ready_only,
+                plane_cpu=plane_cpu,
+            )
 
 
 if __name__ == "__main__":
@@ -363,6 +500,18 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=10000)
     parser.add_argument("--restarts", type=int, default=1)
     parser.add_argument("--baseline-src", help="another tree's src/ to restart for comparison")
+    parser.add_argument(
+        "--variant", action="append", help="NAME=SRC: one more tree to restart in each round"
+    )
+    parser.add_argument(
+        "--ready-only", action="store_true", help="restarts: stop at /readyz 200 (no reconciles)"
+    )
+    parser.add_argument(
+        "--skip-first", action="store_true", help="no first start: only the restarts"
+    )
+    parser.add_argument(
+        "--list-costs", type=int, default=0, help="ROUNDS of raw lists, each way (LIST_WAYS)"
+    )
     parser.add_argument("--cache-costs", action="store_true", help="only the bytes per object")
     arguments = parser.parse_args()
     if arguments.cache_costs:

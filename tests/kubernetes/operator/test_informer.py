@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
+
 from tfjob.api.observed import Pod
 from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.decode import POD_CODEC
+from tfjob.runtimes.kubernetes.decode import POD_CODEC, SERVICE_CODEC
 from tfjob.runtimes.kubernetes.informer import Handlers, Informer
-from tfjob.runtimes.kubernetes.resources import PODS
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource
 
 IMAGE = "registry.example/tf:2.16"
+CONFIGMAPS = Resource("", "v1", "configmaps")
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -24,6 +27,22 @@ def _pod(name: str) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": "informer-test"}},
         "spec": {"containers": [{"name": "tensorflow", "image": IMAGE}]},
+    }
+
+
+def _service(name: str, owner_uid: str = "") -> dict[str, Any]:
+    # The owner must exist: where kube-controller-manager runs, its garbage collector
+    # deletes an object whose owner does not.
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner_uid}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "labels": {"app": "informer-test"},
+            **({"ownerReferences": [owner]} if owner_uid else {}),
+        },
+        "spec": {"clusterIP": "None", "ports": [{"name": "tfjob-port", "port": 2222}]},
     }
 
 
@@ -102,3 +121,47 @@ async def test_a_relist_reports_what_changed_while_away(client: KubeClient, name
     assert sorted(seen.added) == ["a", "b", "c", "d"]
     assert seen.deleted == ["a"]
     assert {p.metadata.name for p in informer.items()} == {"b", "c", "d"}
+
+
+async def test_a_metadata_only_informer_caches_services_and_follows_them(
+    client: KubeClient, namespace: str
+) -> None:
+    """The operator lists and watches its services as metadata only (the API server
+    sends PartialObjectMetadata): the cache still holds each service's name, labels
+    and owner, a later create arrives as an add and a delete as a delete."""
+    informer = Informer(client, SERVICES, SERVICE_CODEC, namespace=namespace, metadata_only=True)
+    seen: list[tuple[str, str]] = []
+    informer.add_handlers(
+        Handlers(
+            on_add=lambda s: seen.append(("add", s.metadata.name)),
+            on_delete=lambda s: seen.append(("delete", s.metadata.name)),
+        )
+    )
+    owner = msgspec.json.decode(
+        await client.create(CONFIGMAPS, namespace, {"metadata": {"name": "owner"}})
+    )
+    uid = owner["metadata"]["uid"]
+    await client.create(SERVICES, namespace, _service("a", uid))
+    task = asyncio.create_task(informer.run())
+    await _until(lambda: informer.synced.is_set() and len(informer) == 1)
+    await client.create(SERVICES, namespace, _service("b", uid))
+    await client.delete(SERVICES, namespace, "a")
+    await _until(lambda: ("delete", "a") in seen and len(informer) == 1)
+    await _stop(task)
+    assert seen == [("add", "a"), ("add", "b"), ("delete", "a")]
+    cached = informer.get(f"{namespace}/b")
+    assert cached is not None
+    assert cached.metadata.labels == {"app": "informer-test"}
+    assert [ref.name for ref in cached.metadata.owner_references] == ["owner"]
+    assert cached.metadata.resource_version
+
+
+async def test_pages_are_followed_to_the_end(client: KubeClient, namespace: str) -> None:
+    """A list longer than a page is read page after page: nothing is left out."""
+    informer = Informer(client, SERVICES, SERVICE_CODEC, namespace=namespace, page_size=2)
+    for name in ("a", "b", "c", "d", "e"):
+        await client.create(SERVICES, namespace, _service(name))
+    task = asyncio.create_task(informer.run())
+    await _until(informer.synced.is_set)
+    await _stop(task)
+    assert sorted(s.metadata.name for s in informer.items()) == ["a", "b", "c", "d", "e"]

@@ -35,6 +35,9 @@ POOL_SIZE = 64  # connections kept open (a burst of creates reuses them all)
 _encode = msgspec.json.encode
 BATCH = 0.25  # seconds of tokens a throttled queue is handed at once (TokenBucket)
 REFUSED = (400, 422)  # answers that will not change for the same request (ApiError.refused)
+# Only the objects' metadata (PartialObjectMetadata): a list, and a watch's objects.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 class TransportError(TemporaryError):
@@ -243,14 +246,18 @@ class KubeClient:
         label_selector: str = "",
         limit: int = 500,
         continue_: str = "",
+        accept: str = "",
     ) -> bytes:
-        """One page of a list (`continue_` from the previous page's metadata)."""
+        """One page of a list (`continue_` from the previous page's metadata).
+
+        `accept`: another representation (METADATA_LIST: only the objects' metadata)."""
         params: dict[str, str] = {"limit": str(limit)}
         if label_selector:
             params["labelSelector"] = label_selector
         if continue_:
             params["continue"] = continue_
-        return await self._send("GET", resource.path(namespace), params=params)
+        headers = {"Accept": accept} if accept else None
+        return await self._send("GET", resource.path(namespace), params=params, headers=headers)
 
     async def watch(
         self,
@@ -260,6 +267,7 @@ class KubeClient:
         resource_version: str,
         label_selector: str = "",
         timeout_seconds: int = 300,
+        accept: str = "",
     ) -> AsyncGenerator[bytes, None]:
         """The watch events after `resource_version`, one JSON line each, bookmarks on.
 
@@ -277,12 +285,15 @@ class KubeClient:
         # A dead connection shows up as silence: bookmarks arrive at least every minute,
         # so no bytes for a while past the server-side timeout means it is gone.
         timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 60.0)
+        headers = await self._auth()
+        if accept:
+            headers["Accept"] = accept
         try:
             async with self._session.get(
                 self._server + resource.path(namespace),
                 params=params,
                 timeout=timeout,
-                headers=await self._auth(),
+                headers=headers,
             ) as response:
                 if response.status >= 300:
                     raise _error(response.status, await response.read())
@@ -384,12 +395,14 @@ class KubeClient:
         body: dict[str, Any] | None = None,
         content_type: str = "application/json",
         first: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> bytes:
         if self._throttle is not None:
             await self._throttle.take(first=first)
         content = _encode(body) if body is not None else None
+        extra = headers or {}
         for attempt in (1, 2):
-            headers = await self._auth()
+            headers = {**extra, **await self._auth()}
             if content is not None:
                 headers["Content-Type"] = content_type
             try:

@@ -56,6 +56,7 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 EVENT_FLUSH_SECONDS = 20.0  # with STATUS_FLUSH_SECONDS, inside a 30 s grace period
 STATUS_FLUSH_SECONDS = 5.0
 LOST_LEASE_EVENT_FLUSH_SECONDS = 1.0
+METADATA_ONLY_SERVICES = True  # the core reads only a service's metadata
 
 
 def default_lease_namespace() -> str:
@@ -105,7 +106,12 @@ class Operator:
             jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns),
             pods=Informer(client, PODS, POD_CODEC, namespace=ns, label_selector=OWNED_SELECTOR),
             services=Informer(
-                client, SERVICES, SERVICE_CODEC, namespace=ns, label_selector=OWNED_SELECTOR
+                client,
+                SERVICES,
+                SERVICE_CODEC,
+                namespace=ns,
+                label_selector=OWNED_SELECTOR,
+                metadata_only=METADATA_ONLY_SERVICES,
             ),
         )
         self._wire()
@@ -188,9 +194,9 @@ class Operator:
 
     async def _lead(self, stop: asyncio.Event) -> int:
         background = [
-            asyncio.create_task(self.caches.jobs.run(), name="informer-tfjobs"),
             asyncio.create_task(self.caches.pods.run(), name="informer-pods"),
             asyncio.create_task(self.caches.services.run(), name="informer-services"),
+            asyncio.create_task(self.caches.jobs.run(), name="informer-tfjobs"),
             asyncio.create_task(self.queue.run_timer(), name="queue-timer"),
             asyncio.create_task(self.recorder.run(), name="events"),
             asyncio.create_task(self.status.run(), name="statuses"),
