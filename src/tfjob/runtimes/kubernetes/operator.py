@@ -115,9 +115,10 @@ class Operator:
             ),
         )
         self._wire()
-        # A status reporting what pods did waits behind creates at most 0.1 s (reaction).
+        # A status reporting what pods did goes out at once, even beside creates: holding
+        # it 0.1 s kept the race's Running reaction p50 at ~270 ms instead of ~160 ms.
         self.status = StatusWriter(
-            client, self.caches.jobs, self.retry, max_delay=0.1, writes=self.writes
+            client, self.caches.jobs, self.retry, max_delay=0.0, writes=self.writes
         )
         self.gang = (
             GangGroups(client, self.recorder, self.metrics, options.gang_scheduler_name)
