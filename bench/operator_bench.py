@@ -375,6 +375,25 @@ def event_body(model: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+async def create_objects(
+    client: KubeClient, namespace: str, raw: bytes, settings: Settings
+) -> None:
+    """A job's pods and services as the operator would create them (the same core
+    renders them), all at once: the plain client's share of a job."""
+    job = msgspec.json.decode(raw, type=TFJob)
+    plan = reconcile(job, [], [], datetime.now(UTC), settings)
+    pods = PodRenderer(job, settings)
+    await asyncio.gather(
+        *(
+            client.create(PODS, namespace, pods.manifest(a))
+            if isinstance(a, CreatePod)
+            else client.create(SERVICES, namespace, a.manifest)
+            for a in plan.actions
+            if isinstance(a, CreatePod | CreateService)
+        )
+    )
+
+
 async def plain_throughput(
     client: KubeClient,
     plane: ControlPlane,
@@ -402,21 +421,10 @@ async def plain_throughput(
 
     async def consume() -> None:
         while (raw := await submitted.get()) is not None:
-            job = msgspec.json.decode(raw, type=TFJob)
-            plan = reconcile(job, [], [], datetime.now(UTC), settings)
-            pods = PodRenderer(job, settings)
-            await asyncio.gather(
-                *(
-                    client.create(PODS, namespace, pods.manifest(a))
-                    if isinstance(a, CreatePod)
-                    else client.create(SERVICES, namespace, a.manifest)
-                    for a in plan.actions
-                    if isinstance(a, CreatePod | CreateService)
-                )
-            )
+            await create_objects(client, namespace, raw, settings)
             if events is not None:
                 wire = msgspec.json.decode(raw)
-                for model in events.get(job.metadata.name, []):
+                for model in events.get(wire["metadata"]["name"], []):
                     to_send.put_nowait(event_body(model, wire))
 
     async def send() -> None:

@@ -66,7 +66,14 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.operator_bench import REPLICAS, _free_port, control_plane, create_namespace, tfjob
+from bench.operator_bench import (
+    REPLICAS,
+    _free_port,
+    control_plane,
+    create_namespace,
+    create_objects,
+    tfjob,
+)
 from tfjob.api.types import TFJob
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import CreatePod, CreateService
@@ -125,18 +132,7 @@ async def populate(client: KubeClient, jobs: int) -> None:
         nonlocal done
         async with gate:
             raw = await client.create(TFJOBS, NAMESPACE, tfjob(f"j{i}", NAMESPACE))
-            job = msgspec.json.decode(raw, type=TFJob)
-            plan = reconcile(job, [], [], datetime.now(UTC), settings)
-            pods = PodRenderer(job, settings)
-            await asyncio.gather(
-                *(
-                    client.create(PODS, NAMESPACE, pods.manifest(a))
-                    if isinstance(a, CreatePod)
-                    else client.create(SERVICES, NAMESPACE, a.manifest)
-                    for a in plan.actions
-                    if isinstance(a, CreatePod | CreateService)
-                )
-            )
+            await create_objects(client, NAMESPACE, raw, settings)
         done += 1
         if done % 1000 == 0:
             print(f"  {done} jobs populated, {time.perf_counter() - started:.0f} s, {load()}")
