@@ -56,7 +56,6 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 EVENT_FLUSH_SECONDS = 20.0  # with STATUS_FLUSH_SECONDS, inside a 30 s grace period
 STATUS_FLUSH_SECONDS = 5.0
 LOST_LEASE_EVENT_FLUSH_SECONDS = 1.0
-METADATA_ONLY_SERVICES = True  # the core reads only a service's metadata
 
 
 def default_lease_namespace() -> str:
@@ -111,7 +110,7 @@ class Operator:
                 SERVICE_CODEC,
                 namespace=ns,
                 label_selector=OWNED_SELECTOR,
-                metadata_only=METADATA_ONLY_SERVICES,
+                metadata_only=True,  # the core reads only a service's metadata
             ),
         )
         self._wire()
