@@ -4,6 +4,8 @@ Events yield to the reconciler's creates and deletes (bounded; a flush waits for
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import msgspec
 
@@ -11,6 +13,17 @@ from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.events import COMBINED_PREFIX, EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.resources import EVENTS
+
+
+@asynccontextmanager
+async def _sending(recorder: EventRecorder) -> AsyncIterator[None]:
+    """The recorder's writers run for the block, and are stopped after it."""
+    sender = asyncio.create_task(recorder.run())
+    try:
+        yield
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
 
 
 async def _events(client: KubeClient, namespace: str) -> list[dict[str, object]]:
@@ -22,17 +35,13 @@ async def test_repeats_fold_into_counts_and_every_occurrence_is_written(
     client: KubeClient, namespace: str
 ) -> None:
     recorder = EventRecorder(client)
-    sender = asyncio.create_task(recorder.run())
     job = ObjectRef(namespace=namespace, name="j", uid="uid-1")
-    try:
+    async with _sending(recorder):
         for _ in range(100):  # a restart loop re-reporting one exit
             recorder.record(job, "Normal", "ExitedWithCode", "Pod: j-worker-0 exited with code 1")
         for i in range(14):  # more than 10 similar ones: combined
             recorder.record(job, "Normal", "SuccessfulCreatePod", f"Created pod: j-worker-{i}")
         assert await recorder.flush(30)
-    finally:
-        sender.cancel()
-        await asyncio.gather(sender, return_exceptions=True)
     events = await _events(client, namespace)
     counts = {str(e["message"]): e["count"] for e in events}
     assert counts["Pod: j-worker-0 exited with code 1"] == 100
@@ -47,14 +56,10 @@ async def test_an_event_the_api_will_not_take_is_counted_as_dropped(
     client: KubeClient,
 ) -> None:
     recorder = EventRecorder(client)
-    sender = asyncio.create_task(recorder.run())
     gone = ObjectRef(namespace="no-such-namespace-here", name="j", uid="uid-2")
-    try:
+    async with _sending(recorder):
         recorder.record(gone, "Normal", "TFJobCreated", "TFJob j is created.")
         assert await recorder.flush(30)
-    finally:
-        sender.cancel()
-        await asyncio.gather(sender, return_exceptions=True)
     dropped = recorder.metrics.dropped.labels(reason="rejected")._value.get()
     assert dropped == 1
 
@@ -74,9 +79,8 @@ async def test_events_wait_while_creates_are_in_flight_and_all_follow_them(
 ) -> None:
     writes = ReconcileWrites()
     recorder = EventRecorder(client, writes=writes, max_wait=30)
-    sender = asyncio.create_task(recorder.run())
     job = ObjectRef(namespace=namespace, name="j", uid="uid-3")
-    try:
+    async with _sending(recorder):
         with writes.acting():  # a reconcile's creates are on the wire
             for i in range(8):
                 recorder.record(job, "Normal", "SuccessfulCreatePod", f"Created pod: j-worker-{i}")
@@ -85,9 +89,6 @@ async def test_events_wait_while_creates_are_in_flight_and_all_follow_them(
             assert await _events(client, namespace) == []  # none while creates go on
             assert recorder.pending == 8  # waiting, the repeat folded in
         await _written(recorder, within=5)  # quiet now: all of them go
-    finally:
-        sender.cancel()
-        await asyncio.gather(sender, return_exceptions=True)
     events = await _events(client, namespace)
     assert len(events) == 8
     assert sum(int(str(e["count"])) for e in events) == 9 == recorder.metrics.recorded._value.get()
@@ -99,15 +100,11 @@ async def test_an_event_waits_behind_creates_no_longer_than_its_bound(
 ) -> None:
     writes = ReconcileWrites()
     recorder = EventRecorder(client, writes=writes, max_wait=0.5)
-    sender = asyncio.create_task(recorder.run())
     job = ObjectRef(namespace=namespace, name="j", uid="uid-4")
-    try:
+    async with _sending(recorder):
         with writes.acting():  # creates never stop
             recorder.record(job, "Normal", "TFJobCreated", "TFJob j is created.")
             waited = await _written(recorder, within=5)
-    finally:
-        sender.cancel()
-        await asyncio.gather(sender, return_exceptions=True)
     assert 0.45 <= waited < 2.0
     assert len(await _events(client, namespace)) == 1
 
@@ -117,19 +114,15 @@ async def test_a_flush_writes_every_event_at_once_even_while_creates_go_on(
 ) -> None:
     writes = ReconcileWrites()
     recorder = EventRecorder(client, writes=writes, max_wait=30)
-    sender = asyncio.create_task(recorder.run())
     job = ObjectRef(namespace=namespace, name="j", uid="uid-5")
     loop = asyncio.get_running_loop()
-    try:
+    async with _sending(recorder):
         with writes.acting():
             for i in range(5):
                 recorder.record(job, "Normal", "SuccessfulCreateService", f"Created service: s{i}")
             started = loop.time()
             assert await recorder.flush(10)  # SIGTERM's path
             assert loop.time() - started < 5  # not the 30 s bound
-    finally:
-        sender.cancel()
-        await asyncio.gather(sender, return_exceptions=True)
     assert len(await _events(client, namespace)) == 5
 
 
