@@ -11,9 +11,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from tests.support.controlplane import ControlPlane
 from tests.support.fault_proxy import FaultProxy, Rule, token_of
+from tfjob.runtimes.kubernetes import events as events_module
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.events import COMBINED_PREFIX, EventRecorder, ObjectRef
@@ -188,3 +190,20 @@ async def test_writes_in_flight_one_rule_for_statuses_and_events() -> None:
     assert writes.wait(loop.time() + 0.05) <= 0.05  # due sooner than the holdoff ends
     await asyncio.sleep(0.21)
     assert writes.wait(due) <= 0
+
+
+async def test_events_recorded_within_the_clocks_resolution_are_all_written(
+    client: KubeClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events are named after the job and the time in nanoseconds. A clock that gives
+    the same reading twice (a coarse clock, or one stepped back) must not give two
+    events one name: the second write would meet AlreadyExists and count as done."""
+    monkeypatch.setattr(events_module.time, "time_ns", lambda: 1_700_000_000_000_000_000)
+    recorder = EventRecorder(client)
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-3")
+    async with _sending(recorder):
+        for i in range(3):
+            recorder.record(job, "Normal", "SuccessfulCreatePod", f"Created pod: j-worker-{i}")
+        assert await recorder.flush(30)
+    messages = sorted(str(e["message"]) for e in await _events(client, namespace))
+    assert messages == [f"Created pod: j-worker-{i}" for i in range(3)]

@@ -233,6 +233,7 @@ class EventRecorder:
             writes.listen(self._wake)  # the creates ended: waiting events look again
         self._drained = asyncio.Event()  # set while nothing is pending
         self._drained.set()
+        self._stamp = 0  # the last name's nanoseconds (see _new_name)
         self.metrics = EventMetrics(registry)
 
     # -- recording --------------------------------------------------------------------
@@ -243,7 +244,7 @@ class EventRecorder:
         record, key = self._correlator.correlate(Record(ref, type_, reason, message, time.time()))
         entry = self._known.get(key)
         if entry is None:
-            name = f"{ref.name}.{time.time_ns():x}"
+            name = self._new_name(ref.name)
             entry = Entry(record=record, name=name, first_at=record.at)
             _remember(self._known, key, entry)
         entry.record = record
@@ -363,6 +364,15 @@ class EventRecorder:
         entry.stored = entry.count
         log.warning("event rejected", reason=entry.record.reason, error=repr(error))
 
+    def _new_name(self, job: str) -> str:
+        """`<job>.<nanoseconds, hex>`, as client-go names Events, but never the same
+        name twice in this process: the stamp moves on by at least 1 ns. Two events
+        recorded within the clock's resolution (or while it steps back) would otherwise
+        share a name, and the second POST, meeting AlreadyExists, would be taken as
+        written: an Event lost."""
+        self._stamp = max(time.time_ns(), self._stamp + 1)
+        return f"{job}.{self._stamp:x}"
+
     async def _write(self, entry: Entry) -> None:
         count = entry.count
         if entry.stored:
@@ -372,7 +382,7 @@ class EventRecorder:
                 if not error.not_found:
                     raise
                 entry.stored = 0  # expired (events live an hour): create it anew
-                entry.name = f"{entry.record.ref.name}.{time.time_ns():x}"
+                entry.name = self._new_name(entry.record.ref.name)
             else:
                 entry.stored = count
                 self.metrics.patch.inc()
