@@ -9,7 +9,7 @@ one is a single asyncio task per resource:
   reconnect rarely needs a relist;
 - every list is a consistent one (no resourceVersion), first or after a 410: the API
   server serves its first page from its watch cache, and the continued ones too while
-  the resource has recent changes there (else from etcd: TFJobs come 10,000 a page).
+  the resource has recent changes there (else from etcd, decoding each object again).
   client-go's resourceVersion "0" would be served from the same cache, but in ONE
   answer whatever the limit (all 40,000 pods of a 10,000-job cluster: 101 MB of
   JSON), so it is not used;
@@ -62,12 +62,6 @@ RECONNECT_CAP = 30.0  # ...up to this, each stretched by up to 100% (jitter)
 # services from 3.7-7.1 s of API server CPU (pages of 500) to 2.8-3.3 s. A page of
 # 2,000 pods is ~5 MB of JSON (docs/kubernetes-runtime.md).
 PAGE_SIZE = 2000
-# TFJobs per list page. The API server serves a list's first page from its watch
-# cache, but continued pages only while the resource has recent changes there, else
-# from etcd, decoding every object again. The operator is the TFJobs' main writer and
-# has been away: listing 10,000 TFJobs so cost it 1.9-4.1 s of CPU in 5 pages, 0.4-0.9 s
-# in one (8.3 MB of JSON); 0.5-0.6 s and 0.6-1.5 s with recent changes.
-JOB_PAGE_SIZE = 10000
 
 IndexFunc = Callable[[T], "str | None"]
 

@@ -42,7 +42,7 @@ from tfjob.runtimes.kubernetes.events import EventRecorder
 from tfjob.runtimes.kubernetes.expectations import Expectations
 from tfjob.runtimes.kubernetes.gang import GangGroups, GangUnavailable
 from tfjob.runtimes.kubernetes.handlers import JOB_INDEX, Wiring, owning_job
-from tfjob.runtimes.kubernetes.informer import JOB_PAGE_SIZE, Informer
+from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.leader import LeaderConfig, LeaderElector, LeadershipLost
 from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.reconciler import Caches, Reconciler
@@ -103,7 +103,7 @@ class Operator:
         )
         ns = options.namespace
         self.caches = Caches(
-            jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns, page_size=JOB_PAGE_SIZE),
+            jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns),
             pods=Informer(client, PODS, POD_CODEC, namespace=ns, label_selector=OWNED_SELECTOR),
             services=Informer(
                 client,
