@@ -31,10 +31,10 @@ it up, writes where it is to FILE and keeps it until FILE is removed (or SIGINT)
 --cluster FILE then restarts operators on it instead of making one (every bench run
 under `flock`, the cluster left idle between them).
 
-With --list-costs ROUNDS, before the operator starts, pods and services are listed
-straight from this script (pods, services, TFJobs) in each of LIST_WAYS (page size, compression,
-resourceVersion "0", metadata only), in alternation: seconds, the control plane's
-CPU and the largest page.
+With --list-costs ROUNDS, before the operator starts, pods, services and TFJobs are
+listed straight from this script in each of LIST_WAYS (page size, compression,
+resourceVersion "0", metadata only; --ways picks some), in alternation: seconds, the
+control plane's CPU, this script's CPU and the largest page.
 
 With --cache-costs it only measures, in this process and without an API server, what
 the operator's three caches hold per object (tracemalloc): the same objects as the
