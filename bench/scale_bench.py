@@ -22,11 +22,19 @@ Each restart also reports the CPU seconds etcd and kube-apiserver spent until
 /readyz 200, which depends much less than wall time on what else the machine runs.
 --ready-only stops each restart at /readyz 200 (no reconcile of every job after it),
 --skip-first leaves out the first start (so the jobs carry no status).
+Before each restart one pod, service and TFJob are written, as on a live cluster: the
+API server serves a list's continued pages from its watch cache only while the
+resource has recent changes, else from etcd (--idle: write nothing, measure that).
 
-With --list-costs ROUNDS, before the operator starts, pods and services are listed
-straight from this script in each of LIST_WAYS (page size, compression,
-resourceVersion "0", metadata only), in alternation: seconds, the control plane's
-CPU and the largest page.
+Populating takes minutes, so one cluster can serve several runs: --serve FILE sets
+it up, writes where it is to FILE and keeps it until FILE is removed (or SIGINT);
+--cluster FILE then restarts operators on it instead of making one (every bench run
+under `flock`, the cluster left idle between them).
+
+With --list-costs ROUNDS, before the operator starts, pods, services and TFJobs are
+listed straight from this script in each of LIST_WAYS (page size, compression,
+resourceVersion "0", metadata only; --ways picks some), in alternation: seconds, the
+control plane's CPU, this script's CPU and the largest page.
 
 With --cache-costs it only measures, in this process and without an API server, what
 the operator's three caches hold per object (tracemalloc): the same objects as the
@@ -35,6 +43,8 @@ their index (no handlers). Quick, and quiet-machine independent.
 
 Run: python bench/scale_bench.py [--jobs 10000] [--baseline-src /tmp/base/src]
        [--restarts N] [--ready-only] [--skip-first] [--list-costs 2]
+     python bench/scale_bench.py --serve /tmp/cluster.json [--jobs 10000] &
+     python bench/scale_bench.py --cluster /tmp/cluster.json --skip-first --ready-only ...
      python bench/scale_bench.py --cache-costs [--jobs 2000]
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script); the load average is printed with the figures.
@@ -378,29 +388,39 @@ LIST_WAYS: list[tuple[str, dict[str, str], dict[str, str]]] = [
     ("limit 500, gzip", {"limit": "500"}, {}),
     ("limit 500, uncompressed", {"limit": "500"}, _PLAIN),
     ("limit 2000, gzip", {"limit": "2000"}, {}),
+    ("limit 2000, uncompressed", {"limit": "2000"}, _PLAIN),
     ("limit 5000, gzip", {"limit": "5000"}, {}),
+    ("limit 10000, gzip", {"limit": "10000"}, {}),
     ("resourceVersion=0 limit 500, gzip", {"limit": "500", "resourceVersion": "0"}, {}),
     ("limit 500, metadata only, gzip", {"limit": "500"}, _METADATA),
     ("limit 2000, metadata only, gzip", {"limit": "2000"}, _METADATA),
+    ("limit 2000, metadata only, uncompressed", {"limit": "2000"}, {**_METADATA, **_PLAIN}),
 ]
 
 
-async def list_costs(client: KubeClient, rounds: int, plane_cpu: Cpu) -> None:
-    """Each way of listing pods and services, timed alone (one list at a time), in
-    alternation: the seconds to the last page, the largest page, the pages."""
+async def list_costs(
+    client: KubeClient, rounds: int, plane_cpu: Cpu, ways: list[str] | None = None
+) -> None:
+    """Each way of listing pods, services and TFJobs, timed alone (one list at a time), in
+    alternation: the seconds to the last page, the largest page, the pages; `ways`:
+    only those whose names contain one of these."""
     session = client._session
     auth = await client._auth()
     print(f"3. one list at a time, {rounds} rounds in alternation (seconds to the last page)")
     for round_ in range(rounds):
-        for resource in (PODS, SERVICES):
+        for resource in (PODS, SERVICES, TFJOBS):
             for name, params, headers in LIST_WAYS:
-                if "metadata" in name and resource is PODS:
+                if "metadata" in name and resource is not SERVICES:
                     continue
-                started = time.perf_counter()
+                if ways and not any(way in name for way in ways):
+                    continue
+                started, cpu = time.perf_counter(), time.process_time()
                 plane_cpu.since()
                 pages, largest, items, token = 0, 0, 0, ""
                 while True:
-                    query = {**params, "labelSelector": OWNED_SELECTOR}
+                    query = {**params}
+                    if resource is not TFJOBS:  # as the operator lists them
+                        query["labelSelector"] = OWNED_SELECTOR
                     if token:
                         query["continue"] = token
                         query.pop("resourceVersion", None)
@@ -420,9 +440,66 @@ async def list_costs(client: KubeClient, rounds: int, plane_cpu: Cpu) -> None:
                 print(
                     f"  round {round_ + 1} {resource.plural} {name}: {items} in {pages} pages, "
                     f"{time.perf_counter() - started:.2f} s, etcd + kube-apiserver CPU "
-                    f"{plane_cpu.since():.2f} s, largest page {largest / MB:.1f} MB "
+                    f"{plane_cpu.since():.2f} s, this client's CPU "
+                    f"{time.process_time() - cpu:.2f} s, largest page {largest / MB:.1f} MB "
                     f"(uncompressed), {load()}"
                 )
+
+
+def variants_of(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The trees to restart in each round: ours, the baseline, each --variant."""
+    variants = [("restart", OURS)]
+    if args.baseline_src:
+        variants.append(("baseline", args.baseline_src))
+    for variant in args.variant or []:
+        name, _, src = variant.partition("=")
+        variants.append((name, src))
+    return variants
+
+
+def serve(args: argparse.Namespace) -> None:
+    """Set a cluster up and keep it until the file naming it is removed (or SIGINT)."""
+    where = Path(args.serve)
+    with control_plane() as plane:
+        print(f"control plane {plane.server}; {load()}", flush=True)
+        started = time.perf_counter()
+        asyncio.run(populate_at(plane.kubeconfig_path, args.jobs))
+        print(f"  populated in {time.perf_counter() - started:.0f} s, {load()}", flush=True)
+        where.write_text(json.dumps({"kubeconfig": str(plane.kubeconfig_path), "pids": plane.pids}))
+        print(f"cluster described in {where}: remove that file to stop it", flush=True)
+        while where.exists():
+            time.sleep(1)
+
+
+async def populate_at(kubeconfig: Path, jobs: int) -> None:
+    client = KubeClient.connect(str(kubeconfig))
+    try:
+        await populate(client, jobs)
+    finally:
+        await client.close()
+
+
+def on_cluster(args: argparse.Namespace) -> None:
+    """Restarts on a cluster another run serves (--serve): no populating."""
+    folder = Path(tempfile.mkdtemp(prefix="tfjob-scale-"))
+    cluster = json.loads(Path(args.cluster).read_text())
+    plane_cpu = Cpu(list(cluster["pids"].values()))
+    print(f"cluster of {args.cluster}; logs in {folder}; {load()}")
+    kubeconfig = Path(cluster["kubeconfig"])
+    if args.list_costs:
+        asyncio.run(list_costs_at(kubeconfig, args.list_costs, plane_cpu, args.ways))
+    if args.restarts:
+        asyncio.run(restarts(kubeconfig, folder, variants_of(args), args, plane_cpu))
+
+
+async def list_costs_at(
+    kubeconfig: Path, rounds: int, plane_cpu: Cpu, ways: list[str] | None
+) -> None:
+    client = KubeClient.connect(str(kubeconfig))
+    try:
+        await list_costs(client, rounds, plane_cpu, ways)
+    finally:
+        await client.close()
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -440,14 +517,9 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  populated in {time.perf_counter() - started:.0f} s, {load()}")
         plane_cpu = Cpu(list(plane.pids.values()))
         if args.list_costs:
-            await list_costs(client, args.list_costs, plane_cpu)
+            await list_costs(client, args.list_costs, plane_cpu, args.ways)
         await client.close()
-        variants = [("restart", OURS)]
-        if args.baseline_src:
-            variants.append(("baseline", args.baseline_src))
-        for variant in args.variant or []:
-            name, _, src = variant.partition("=")
-            variants.append((name, src))
+        variants = variants_of(args)
         if args.skip_first:
             await restarts(plane.kubeconfig_path, folder, variants, args, plane_cpu)
             return
@@ -470,6 +542,21 @@ async def main(args: argparse.Namespace) -> None:
         await restarts(plane.kubeconfig_path, folder, variants, args, plane_cpu)
 
 
+async def touch(kubeconfig: Path, value: str) -> None:
+    """Write one pod, service and TFJob (an annotation), as a live cluster's kubelets
+    and controllers keep doing. The API server answers a list's continued pages from
+    its watch cache only while it has recent changes of that resource; on a cluster
+    idle for a few minutes, from etcd instead, decoding each object again (~2x the
+    CPU for the pods' and services' lists at 10,000 jobs)."""
+    client = KubeClient.connect(str(kubeconfig))
+    try:
+        for resource, name in ((PODS, "j0-worker-0"), (SERVICES, "j0-worker-0"), (TFJOBS, "j0")):
+            patch = {"metadata": {"annotations": {"bench.tfjob/touched": value}}}
+            await client.merge_patch(resource, NAMESPACE, name, patch)
+    finally:
+        await client.close()
+
+
 async def restarts(
     kubeconfig: Path,
     folder: Path,
@@ -477,10 +564,22 @@ async def restarts(
     args: argparse.Namespace,
     plane_cpu: Cpu,
 ) -> None:
-    """Each tree restarted in turn, round after round (same cluster, alternating)."""
-    print("2. restart: process start to /readyz 200")
+    """Each tree restarted in turn, round after round (same cluster, alternating).
+
+    Each tree's modules are compiled to bytecode first, as installing tfjob does (pip,
+    the image): with PYTHONDONTWRITEBYTECODE set, every start would compile them again
+    (~0.07 s of CPU)."""
+    for _name, src in variants:
+        compile_all = [sys.executable, "-m", "compileall", "-q", src]
+        await asyncio.to_thread(subprocess.run, compile_all, check=True)
+    print(
+        "2. restart: process start to /readyz 200"
+        + (" (idle cluster)" if args.idle else " (one pod, service and TFJob touched before each)")
+    )
     for round_ in range(args.restarts):
         for name, src in variants:
+            if not args.idle:
+                await touch(kubeconfig, f"{name}-{round_ + 1}")
             await restart(
                 kubeconfig,
                 folder,
@@ -508,9 +607,21 @@ if __name__ == "__main__":
     parser.add_argument(
         "--list-costs", type=int, default=0, help="ROUNDS of raw lists, each way (LIST_WAYS)"
     )
+    parser.add_argument(
+        "--ways", action="append", help="--list-costs: only the ways whose names hold this"
+    )
+    parser.add_argument(
+        "--idle", action="store_true", help="restarts: touch nothing before each (see touch)"
+    )
     parser.add_argument("--cache-costs", action="store_true", help="only the bytes per object")
+    parser.add_argument("--serve", metavar="FILE", help="set a cluster up, keep it while FILE is")
+    parser.add_argument("--cluster", metavar="FILE", help="restart on the cluster --serve made")
     arguments = parser.parse_args()
     if arguments.cache_costs:
         cache_costs(arguments.jobs)
+    elif arguments.serve:
+        serve(arguments)
+    elif arguments.cluster:
+        on_cluster(arguments)
     else:
         asyncio.run(main(arguments))

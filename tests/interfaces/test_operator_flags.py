@@ -5,6 +5,8 @@ stops before connecting), and the Deployment tests in tests/kubernetes run it fo
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -150,3 +152,19 @@ def test_log_lines_in_each_format(fmt: str, capsys: pytest.CaptureFixture[str]) 
         assert line.startswith("{") and '"event": "caches synced"' in line and '"tfjobs": 3' in line
     else:
         assert not line.startswith("{") and "caches synced" in line and "tfjobs=3" in line
+
+
+@pytest.mark.parametrize(("fmt", "rich"), [("json", False), ("text", True)])
+def test_json_logs_do_without_rich_and_text_logs_keep_its_tracebacks(fmt: str, rich: bool) -> None:
+    """The operator imports structlog for its log format: for JSON without rich (its
+    console tracebacks are never used there, and importing it is ~0.1 s of every
+    start), for text with it, so a terminal still gets rich's tracebacks."""
+    code = (
+        "import sys\n"
+        "from tfjob.runtimes.kubernetes import logging_setup\n"
+        f"logging_setup.configure('info', {fmt!r})\n"
+        "import structlog.dev, tfjob.runtimes.kubernetes.operator\n"
+        "print('rich' in sys.modules, structlog.dev.rich is not None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(rich), str(rich)]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
-import structlog
 from click.core import ParameterSource
 
 from tfjob.runtimes.kubernetes import credentials, logging_setup
@@ -261,8 +260,9 @@ def command(ctx: click.Context, /, **params: Any) -> None:
     # The credentials are read in a child process: started first, it runs while the
     # operator's modules are imported (docs/kubernetes-runtime.md).
     credentials.read_ahead(params["kubeconfig"])
-    options, level, fmt = translate(ctx, params)
-    logging_setup.configure(level, fmt)
+    # Before the operator's modules are imported: they log through structlog.
+    logging_setup.configure(*log_settings(params))
+    options = translate(ctx, params)
     _warn_ignored(ctx)
     sys.exit(run(options))
 
@@ -273,21 +273,24 @@ def run(options: OperatorOptions) -> int:
     return operator.run(options)
 
 
-def translate(
-    ctx: click.Context, params: dict[str, Any]
-) -> tuple[OperatorOptions, str, str | None]:
-    """The command line (either flag family) as operator options, log level and format."""
+def log_settings(params: dict[str, Any]) -> tuple[str, str | None]:
+    """The log level and format (None: by the terminal), from either flag family."""
+    level: str = params["log_level"]
+    if params["zap_log_level"] is not None:
+        level = zap_level(params["zap_log_level"])
+    fmt: str | None = params["log_format"]
+    if fmt is None and params["zap_encoder"] is not None:
+        fmt = "json" if params["zap_encoder"] == "json" else "text"
+    return level, fmt
+
+
+def translate(ctx: click.Context, params: dict[str, Any]) -> OperatorOptions:
+    """The command line (either flag family) as operator options."""
     from tfjob.runtimes.kubernetes.operator import OperatorOptions
 
     check_schemes(params["enable_scheme"])
     host, metrics, health = resolve_endpoints(ctx, params)
-    level = params["log_level"]
-    if params["zap_log_level"] is not None:
-        level = zap_level(params["zap_log_level"])
-    fmt = params["log_format"]
-    if fmt is None and params["zap_encoder"] is not None:
-        fmt = "json" if params["zap_encoder"] == "json" else "text"
-    options = OperatorOptions(
+    return OperatorOptions(
         kubeconfig=params["kubeconfig"],
         namespace=params["namespace"] or None,
         workers=params["workers"],
@@ -302,7 +305,6 @@ def translate(
         kube_api_burst=params["kube_api_burst"],
         gang_scheduler_name=params["gang_scheduler_name"],
     )
-    return options, level, fmt
 
 
 def _warn_ignored(ctx: click.Context) -> None:
@@ -312,6 +314,8 @@ def _warn_ignored(ctx: click.Context) -> None:
         if ctx.get_parameter_source(flag.replace("-", "_")) is COMMAND_LINE
     ]
     if given:
+        import structlog
+
         structlog.get_logger("tfjob.operator").warning(
             "ignoring Kubeflow flags tfjob has no use for", flags=given
         )

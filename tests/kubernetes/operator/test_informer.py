@@ -11,11 +11,12 @@ from typing import Any
 
 import msgspec
 
+from tests.support.operators import replica, tfjob
 from tfjob.api.observed import Pod
 from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.decode import POD_CODEC, SERVICE_CODEC
+from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
 from tfjob.runtimes.kubernetes.informer import Handlers, Informer
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
 
 IMAGE = "registry.example/tf:2.16"
 CONFIGMAPS = Resource("", "v1", "configmaps")
@@ -165,3 +166,40 @@ async def test_pages_are_followed_to_the_end(client: KubeClient, namespace: str)
     await _until(informer.synced.is_set)
     await _stop(task)
     assert sorted(s.metadata.name for s in informer.items()) == ["a", "b", "c", "d", "e"]
+
+
+async def _added_once(informer: Informer[Any]) -> list[str]:
+    """Run `informer` until synced; the names its handler was given, in order."""
+    added: list[str] = []
+    informer.add_handlers(Handlers(on_add=lambda obj: added.append(obj.metadata.name)))
+    task = asyncio.create_task(informer.run())
+    await _until(informer.synced.is_set)
+    await _stop(task)
+    return added
+
+
+async def test_the_first_list_delivers_every_object_once_by_the_time_it_is_synced(
+    client: KubeClient, namespace: str, crd_installed: Any
+) -> None:
+    """Pages are asked for ahead and put in the cache as they come: at synced, the
+    cache holds every object and each was handed to the handlers exactly once, for a
+    built-in resource (its list's metadata before the items, read from the first
+    bytes), as metadata only, and for TFJobs (a custom resource: the metadata after
+    the items)."""
+    names = [f"o{i}" for i in range(7)]
+    for name in names:
+        await client.create(SERVICES, namespace, _service(name))
+        await client.create(TFJOBS, namespace, tfjob(name, namespace, {"Worker": replica(1)}))
+    cases: list[tuple[Resource, Codec[Any], bool]] = [
+        (SERVICES, SERVICE_CODEC, False),
+        (SERVICES, SERVICE_CODEC, True),
+        (TFJOBS, JOB_CODEC, False),
+    ]
+    for resource, codec, metadata_only in cases:
+        informer: Informer[Any] = Informer(
+            client, resource, codec, namespace=namespace, page_size=2, metadata_only=metadata_only
+        )
+        added = await _added_once(informer)
+        assert sorted(added) == names, (resource, metadata_only)
+        assert sorted(o.metadata.name for o in informer.items()) == names
+        assert informer.resource_version

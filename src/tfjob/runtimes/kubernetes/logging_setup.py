@@ -5,6 +5,11 @@ Workers bind the job key into structlog's context variables, and every task has 
 own copy of them, so each log line of a reconcile names its job without passing a
 logger around. The format defaults to text on a terminal (someone is reading) and to
 JSON otherwise (a container's output goes to a collector).
+
+structlog is first imported here, once the format is known: its `dev` module imports
+rich when it can (~0.1 s of CPU, before the operator's first request) for the console
+renderer's tracebacks, which JSON lines never use, so for JSON it is imported with
+rich out of its sight (`_import_structlog`).
 """
 
 from __future__ import annotations
@@ -12,8 +17,6 @@ from __future__ import annotations
 import logging
 import sys
 from typing import Any
-
-import structlog
 
 FORMATS = ("text", "json")
 
@@ -26,6 +29,9 @@ def configure(level: str = "info", fmt: str | None = None) -> None:
     fmt = fmt or default_format()
     if fmt not in FORMATS:
         raise ValueError(f"log format {fmt!r} is not one of {', '.join(FORMATS)}")
+    _import_structlog(fmt)
+    import structlog
+
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
@@ -45,3 +51,15 @@ def configure(level: str = "info", fmt: str | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def _import_structlog(fmt: str) -> None:
+    """Import structlog for `fmt`: for JSON without rich (see the module docstring);
+    a no-op once structlog or rich is imported (the CLI's other commands use rich)."""
+    if fmt != "json" or "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` fails in there
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del sys.modules["rich"]

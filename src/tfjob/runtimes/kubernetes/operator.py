@@ -6,7 +6,8 @@ Start-up order matters:
 3. list and watch TFJobs, pods and services until all three caches are synced - a
    reconcile before that would see a job without its pods and create duplicates;
 4. freeze the garbage collector's view of the now-large, long-lived cache (Python's
-   GC otherwise re-scans it on every collection: most of a big decode's time);
+   GC otherwise re-scans it on every collection: most of a big decode's time); what
+   start-up made before the lists is frozen before them;
 5. run N workers.
 Shutdown (SIGTERM/SIGINT): stop handing out work, let in-flight reconciles finish,
 write the statuses still pending and the recorded events (both bounded, at the same
@@ -193,6 +194,11 @@ class Operator:
             await self.servers.stop()
 
     async def _lead(self, stop: asyncio.Event) -> int:
+        # What start-up made (modules, the wiring) is kept for good: frozen, the
+        # collector no longer walks it while the lists fill the caches, nor in the
+        # collection before the caches are frozen too (_sync).
+        gc.collect()
+        gc.freeze()
         background = [
             asyncio.create_task(self.caches.pods.run(), name="informer-pods"),
             asyncio.create_task(self.caches.services.run(), name="informer-services"),
