@@ -18,7 +18,7 @@ import asyncio
 import collections
 import contextlib
 import re
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -323,32 +323,13 @@ class KubeClient:
     ) -> bytes:
         """One page, read as it arrives: `ask(token)` once its continue token is known
         (not called for the last page)."""
-        if self._throttle is not None:
-            await self._throttle.take()
-        for attempt in (1, 2):
-            try:
-                async with self._session.get(
-                    self._server + path,
-                    params=params,
-                    headers={**headers, **await self._auth()},
-                    allow_redirects=False,
-                ) as response:
-                    status = response.status
-                    if status < 300:
-                        payload = await _page_body(response, ask)
-                    else:
-                        payload = await response.read()
-            except TimeoutError as error:  # an OSError too: must come first
-                raise RequestTimeout(f"GET {path}: no answer in time") from error
-            except (aiohttp.ClientError, OSError) as error:
-                raise TransportError(str(error) or type(error).__name__) from error
-            self.on_response("GET", status)
-            if status == 401 and attempt == 1 and await self._credentials.refresh():
-                continue
-            if status >= 300:
-                raise _error(status, payload)
-            return payload
-        raise AssertionError("unreachable")
+
+        async def read(response: aiohttp.ClientResponse) -> bytes:
+            if response.status < 300:
+                return await _page_body(response, ask)
+            return await response.read()
+
+        return await self._send("GET", path, params=params, headers=headers, read=read)
 
     async def watch(
         self,
@@ -487,7 +468,10 @@ class KubeClient:
         content_type: str = "application/json",
         first: bool = False,
         headers: dict[str, str] | None = None,
+        read: Callable[[aiohttp.ClientResponse], Awaitable[bytes]] | None = None,
     ) -> bytes:
+        """One request: throttled, authenticated (a 401 refreshes the credentials and
+        retries once), its answer read whole (or by `read`), errors mapped."""
         if self._throttle is not None:
             await self._throttle.take(first=first)
         content = _encode(body) if body is not None else None
@@ -505,7 +489,8 @@ class KubeClient:
                     headers=headers,
                     allow_redirects=False,  # never hand the credentials to another host
                 ) as response:
-                    status, payload = response.status, await response.read()
+                    status = response.status
+                    payload = await (read(response) if read else response.read())
             except TimeoutError as error:  # an OSError too: must come first
                 raise RequestTimeout(f"{method} {path}: no answer in time") from error
             except (aiohttp.ClientError, OSError) as error:
