@@ -252,12 +252,9 @@ class KubeClient:
         """One page of a list (`continue_` from the previous page's metadata).
 
         `accept`: another representation (METADATA_LIST: only the objects' metadata)."""
-        params: dict[str, str] = {"limit": str(limit)}
-        if label_selector:
-            params["labelSelector"] = label_selector
+        params, headers = _list_query(limit, label_selector, accept, compressed=True)
         if continue_:
             params["continue"] = continue_
-        headers = {"Accept": accept} if accept else None
         return await self._send("GET", resource.path(namespace), params=params, headers=headers)
 
     async def list_pages(
@@ -281,12 +278,7 @@ class KubeClient:
         At most two pages are asked for at a time (the one being read and the next),
         so a slow reader holds at most three. A page that fails raises here, at its
         turn."""
-        params: dict[str, str] = {"limit": str(limit)}
-        if label_selector:
-            params["labelSelector"] = label_selector
-        headers = {"Accept": accept} if accept else {}
-        if not compressed:
-            headers["Accept-Encoding"] = "identity"
+        params, headers = _list_query(limit, label_selector, accept, compressed=compressed)
         path = resource.path(namespace)
         pending: collections.deque[asyncio.Future[bytes]] = collections.deque()
         deferred: list[str] = []  # a token known while a page was already asked ahead
@@ -502,6 +494,19 @@ class KubeClient:
                 raise _error(status, payload)
             return payload
         raise AssertionError("unreachable")
+
+
+def _list_query(
+    limit: int, label_selector: str, accept: str, *, compressed: bool
+) -> tuple[dict[str, str], dict[str, str]]:
+    """A list request's query parameters and headers."""
+    params = {"limit": str(limit)}
+    if label_selector:
+        params["labelSelector"] = label_selector
+    headers = {"Accept": accept} if accept else {}
+    if not compressed:
+        headers["Accept-Encoding"] = "identity"
+    return params, headers
 
 
 class _ListHead(msgspec.Struct):
