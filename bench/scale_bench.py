@@ -236,6 +236,18 @@ class Operator:
                 break
         return time.monotonic() - started
 
+    async def quiet_then_stop(self) -> tuple[float, int]:
+        """Wait until every job is reconciled (`quiet`), stop; the seconds of
+        reconciling (the 5 quiet ones left out) and the RSS just before stopping."""
+        waited = await self.quiet()
+        after = self.rss()
+        await self.stop()
+        return waited - 5, after
+
+    def print_phases(self, indent: str) -> None:
+        for phase in self.phases():
+            print(f"{indent}{phase}")
+
     async def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -293,18 +305,15 @@ async def restart(
             f"    CPU until ready: etcd + kube-apiserver {plane_cpu.since():.2f} s, "
             f"operator {used.user + used.system:.2f} s"
         )
-    for phase in operator.phases():
-        print(f"    {phase}")
+    operator.print_phases("    ")
     if ready_only:
         await operator.stop()
         print(f"    RSS at ready {at_ready / MB:.0f} MB, peak {operator.peak_rss / MB:.0f} MB")
         return
-    waited = await operator.quiet()
-    after = operator.rss()
-    await operator.stop()
+    reconciling, after = await operator.quiet_then_stop()
     print(
         f"    RSS at ready {at_ready / MB:.0f} MB; every job reconciled again in "
-        f"{waited - 5:.0f} s: {after / MB:.0f} MB, peak {operator.peak_rss / MB:.0f} MB"
+        f"{reconciling:.0f} s: {after / MB:.0f} MB, peak {operator.peak_rss / MB:.0f} MB"
     )
 
 
@@ -529,14 +538,11 @@ async def main(args: argparse.Namespace) -> None:
         seconds = await first.ready()
         synced = first.rss()
         print(f"  ready {seconds:.2f} s after the process started, {load()}")
-        for phase in first.phases():
-            print(f"    {phase}")
-        waited = await first.quiet()
-        after = first.rss()
-        await first.stop()
+        first.print_phases("    ")
+        reconciling, after = await first.quiet_then_stop()
         print(
             f"  objects cached: {args.jobs} TFJobs, {objects} pods, {objects} services; "
-            f"RSS synced {synced / MB:.0f} MB, after reconciling every job ({waited - 5:.0f} s) "
+            f"RSS synced {synced / MB:.0f} MB, after reconciling every job ({reconciling:.0f} s) "
             f"{after / MB:.0f} MB, peak {first.peak_rss / MB:.0f} MB (goal <= 400 MB), {load()}"
         )
         await restarts(plane.kubeconfig_path, folder, variants, args, plane_cpu)
