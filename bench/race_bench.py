@@ -149,17 +149,19 @@ def _answers(url: str) -> bool:
         return False
 
 
-def start_tfjob(
-    plane: ControlPlane, qps: int, burst: int, folder: Path, profile: Path | None = None
+def _start(
+    name: str,
+    command: list[str],
+    plane: ControlPlane,
+    qps: int,
+    burst: int,
+    folder: Path,
+    *extra: str,
 ) -> Process:
-    """`tfjob operator`; with `profile`, under cProfile, its stats written there at exit."""
+    """A Python operator (tfjob, or the floor) on our namespace, ports and limits."""
     metrics, health = _free_port(), _free_port()
-    python = [sys.executable, "-m", "cProfile", "-o", str(profile)] if profile else [sys.executable]
     args = [
-        *python,
-        "-m",
-        "tfjob",
-        "operator",
+        *command,
         "--kubeconfig",
         str(plane.kubeconfig_path),
         "--namespace",
@@ -168,16 +170,23 @@ def start_tfjob(
         str(metrics),
         "--health-port",
         str(health),
-        "--bind-address",
-        "127.0.0.1",
-        "--workers",
-        str(THREADS),
         "--kube-api-qps",
         str(qps),
         "--kube-api-burst",
         str(burst),
+        *extra,
     ]
-    return Process(args, folder / "tfjob.log", metrics, f"http://127.0.0.1:{health}/readyz")
+    return Process(args, folder / f"{name}.log", metrics, f"http://127.0.0.1:{health}/readyz")
+
+
+def start_tfjob(
+    plane: ControlPlane, qps: int, burst: int, folder: Path, profile: Path | None = None
+) -> Process:
+    """`tfjob operator`; with `profile`, under cProfile, its stats written there at exit."""
+    python = [sys.executable, "-m", "cProfile", "-o", str(profile)] if profile else [sys.executable]
+    command = [*python, "-m", "tfjob", "operator"]
+    extra = ("--bind-address", "127.0.0.1", "--workers", str(THREADS))
+    return _start("tfjob", command, plane, qps, burst, folder, *extra)
 
 
 def start_floor(
@@ -185,26 +194,9 @@ def start_floor(
 ) -> Process:
     """bench/floor_operator.py: only the race's required writes (with `events`, also
     the Events tfjob records for them), as soon and as many at once as it may."""
-    metrics, health = _free_port(), _free_port()
-    args = [
-        sys.executable,
-        str(Path(__file__).resolve().parent / "floor_operator.py"),
-        "--kubeconfig",
-        str(plane.kubeconfig_path),
-        "--namespace",
-        NAMESPACE,
-        "--metrics-port",
-        str(metrics),
-        "--health-port",
-        str(health),
-        "--kube-api-qps",
-        str(qps),
-        "--kube-api-burst",
-        str(burst),
-        *(["--events"] if events else []),
-    ]
+    command = [sys.executable, str(Path(__file__).resolve().parent / "floor_operator.py")]
     name = "floor-events" if events else "floor"
-    return Process(args, folder / f"{name}.log", metrics, f"http://127.0.0.1:{health}/readyz")
+    return _start(name, command, plane, qps, burst, folder, *(["--events"] if events else []))
 
 
 async def start_kubeflow(
