@@ -16,7 +16,7 @@ from tests.support.builders import NOW, actions_of, advance, job, pods, replica,
 from tfjob.api.types import TFJob
 from tfjob.core import gang
 from tfjob.core.objects import PodRenderer
-from tfjob.core.plan import CreateGroup, CreatePod, DeleteGroup
+from tfjob.core.plan import CreateGroup, CreatePod, DeleteGroup, UpdateGroup
 from tfjob.core.settings import Settings
 
 OWNER = {
@@ -304,7 +304,10 @@ class TestLifecycle:
         assert actions_of(plan, DeleteGroup) == []
 
     def test_suspended_job_deletes_its_group_and_running_job_keeps_it(self) -> None:
-        observed = [{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup"}]
+        observed = [
+            {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "spec": {"minMember": 1}}
+        ]  # fmt: skip
         suspended = job(run_policy={"suspend": True}, Worker=replica(1))
         plan = gang_run(suspended, "plugins", observed)
         assert len(actions_of(plan, DeleteGroup)) == 1
@@ -313,6 +316,220 @@ class TestLifecycle:
             running, "plugins", observed, pods=pods("worker", 1), services=services("worker", 1)
         )
         assert plan.actions == []
+
+
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+KUBE_BATCH = "scheduling.incubator.k8s.io/v1alpha1"
+PLUGINS = "scheduling.x-k8s.io/v1alpha1"
+NATIVE = "scheduling.k8s.io/v1alpha2"
+
+
+def _stored(api: str, spec: dict[str, Any], kind: str = "PodGroup", **extra: Any) -> dict[str, Any]:
+    """A group object as the API server returns it: server-set metadata, the job's
+    annotations as they were at creation, a label someone else added."""
+    return {
+        "apiVersion": api,
+        "kind": kind,
+        "metadata": {
+            "name": "test-tfjob",
+            "namespace": "default",
+            "uid": "group-uid",
+            "resourceVersion": "41",
+            "creationTimestamp": "2026-11-30T11:00:00Z",
+            "annotations": {"team": "vision"},
+            "labels": {"added-by": "admin"},
+            "ownerReferences": [OWNER],
+        },
+        "spec": spec,
+        **extra,
+    }
+
+
+def _updates(plan: Any) -> list[dict[str, Any]]:
+    return [a.manifest for a in actions_of(plan, UpdateGroup)]
+
+
+class TestUpdate:
+    """An existing PodGroup follows the job: scaled up or down, a new minAvailable or
+    minResources, its spec is replaced (one PUT of the object as read)."""
+
+    def test_scaling_up_updates_min_member_and_min_resources_keeping_the_metadata(self) -> None:
+        tfjob = job(Worker=_with_resources(4, "1", "1Gi"))
+        tfjob.metadata.annotations["team"] = "speech"  # changed since the group was made
+        observed = _stored(
+            PLUGINS, {"minMember": 2, "minResources": {"cpu": "2", "memory": "2Gi"}},
+            status={"phase": "Running"},
+        )  # fmt: skip
+        plan = gang_run(
+            tfjob, "scheduler-plugins-scheduler", [observed],
+            pods=pods("worker", 2), services=services("worker", 2),
+        )  # fmt: skip
+        assert _updates(plan) == [
+            {**observed, "spec": {"minMember": 4, "minResources": {"cpu": "4", "memory": "4Gi"}}}
+        ]
+        (update,) = actions_of(plan, UpdateGroup)
+        assert (update.kind.api_version, update.kind.kind, update.name) == (
+            PLUGINS, "PodGroup", "test-tfjob",
+        )  # fmt: skip
+        # Metadata as read: resourceVersion (a stale write is refused), annotations
+        # from creation, labels; status as read. Before the new pods, as a create is.
+        assert update.manifest["metadata"]["annotations"] == {"team": "vision"}
+        assert update.manifest["metadata"]["resourceVersion"] == "41"
+        assert _groups(plan) == []
+        assert [type(a).__name__ for a in plan.actions] == ["UpdateGroup"] + ["CreatePod"] * 2 + [
+            "CreateService"
+        ] * 2
+
+    def test_scaling_down_updates_too(self) -> None:
+        observed = _stored(KUBE_BATCH, {"minMember": 4})
+        plan = gang_run(
+            job(Worker=replica(2)), "kube-batch", [observed],
+            pods=pods("worker", 4), services=services("worker", 4),
+        )  # fmt: skip
+        assert [u["spec"] for u in _updates(plan)] == [{"minMember": 2}]
+
+    @pytest.mark.parametrize(
+        ("scheduler", "observed"),
+        [
+            (
+                "scheduler-plugins-scheduler",
+                _stored(PLUGINS, {"minMember": 2, "minResources": {"cpu": "2", "memory": "2Gi"}}),
+            ),
+            ("kube-batch", _stored(KUBE_BATCH, {"minMember": 2})),
+            (
+                "volcano",
+                _stored(
+                    VOLCANO,
+                    {"minMember": 2, "queue": "default",
+                     "minResources": {"cpu": "2", "memory": "2Gi"}},
+                    status={"phase": "Running"},
+                ),
+            ),
+        ],
+    )  # fmt: skip
+    def test_unchanged_spec_sends_nothing(self, scheduler: str, observed: dict[str, Any]) -> None:
+        plan = gang_run(
+            job(Worker=_with_resources(2, "1", "1Gi")), scheduler, [observed],
+            pods=pods("worker", 2), services=services("worker", 2),
+        )  # fmt: skip
+        assert plan.actions == []
+
+    def test_quantities_are_compared_by_value_not_spelling(self) -> None:
+        observed = _stored(
+            PLUGINS, {"minMember": 2, "minResources": {"cpu": "2000m", "memory": "2048Mi"}}
+        )
+        plan = gang_run(
+            job(Worker=_with_resources(2, "1", "1Gi")), "scheduler-plugins-scheduler",
+            [observed], pods=pods("worker", 2), services=services("worker", 2),
+        )  # fmt: skip
+        assert plan.actions == []
+
+    def test_min_available_and_min_resources_changes_are_followed(self) -> None:
+        policy = {"schedulingPolicy": {"minAvailable": 3, "minResources": {"cpu": "10"}}}
+        observed = _stored(PLUGINS, {"minMember": 2, "minResources": {"cpu": "8"}})
+        plan = gang_run(
+            job(run_policy=policy, Worker=replica(4)), "scheduler-plugins-scheduler",
+            [observed], pods=pods("worker", 4), services=services("worker", 4),
+        )  # fmt: skip
+        assert [u["spec"] for u in _updates(plan)] == [
+            {"minMember": 3, "minResources": {"cpu": "10"}}
+        ]
+
+    def test_fields_the_job_no_longer_sets_are_removed(self) -> None:
+        """The spec is replaced, not merged: a dropped scheduleTimeoutSeconds goes."""
+        observed = _stored(PLUGINS, {"minMember": 1, "scheduleTimeoutSeconds": 60})
+        plan = gang_run(
+            job(Worker=replica(1)), "scheduler-plugins-scheduler", [observed],
+            pods=pods("worker", 1), services=services("worker", 1),
+        )  # fmt: skip
+        assert [u["spec"] for u in _updates(plan)] == [{"minMember": 1}]
+
+    def test_volcano_keeps_the_queue_the_group_has(self) -> None:
+        policy = {"schedulingPolicy": {"queue": "research"}}
+        observed = _stored(
+            VOLCANO, {"minMember": 2, "queue": "night", "minTaskMember": {"worker": 2}},
+            status={"phase": "Running"},
+        )  # fmt: skip
+        plan = gang_run(
+            job(run_policy=policy, Worker=replica(4)), "volcano", [observed],
+            pods=pods("worker", 2), services=services("worker", 2),
+        )  # fmt: skip
+        assert _updates(plan) == [{**observed, "spec": {"minMember": 4, "queue": "night"}}]
+        # A group without a queue gets the job's.
+        observed = _stored(VOLCANO, {"minMember": 2}, status={"phase": "Running"})
+        plan = gang_run(
+            job(run_policy=policy, Worker=replica(2)), "volcano", [observed],
+            pods=pods("worker", 2), services=services("worker", 2),
+        )  # fmt: skip
+        assert [u["spec"] for u in _updates(plan)] == [{"minMember": 2, "queue": "research"}]
+
+    def test_volcano_queue_alone_never_differs(self) -> None:
+        policy = {"schedulingPolicy": {"queue": "research"}}
+        observed = _stored(VOLCANO, {"minMember": 2, "queue": "night"}, status={"phase": "Running"})
+        plan = gang_run(
+            job(run_policy=policy, Worker=replica(2)), "volcano", [observed],
+            pods=pods("worker", 2), services=services("worker", 2),
+        )  # fmt: skip
+        assert plan.actions == []
+
+    def test_volcano_hold_is_unchanged_by_an_update(self) -> None:
+        observed = _stored(
+            VOLCANO, {"minMember": 2, "queue": "default"}, status={"phase": "Pending"}
+        )
+        plan = gang_run(job(Worker=replica(3)), "volcano", [observed])
+        assert [u["spec"] for u in _updates(plan)] == [{"minMember": 3, "queue": "default"}]
+        assert actions_of(plan, CreatePod) == []
+        assert plan.requeue_after == 1.0
+
+    def test_native_objects_are_never_updated(self) -> None:
+        observed = [
+            _stored(
+                NATIVE,
+                {"controllerRef": {"apiGroup": "kubeflow.org", "kind": "TFJob",
+                                   "name": "test-tfjob"},
+                 "podGroupTemplates": [{"name": "replicas",
+                                        "schedulingPolicy": {"gang": {"minCount": 2}}}]},
+                kind="Workload",
+            ),
+            _stored(
+                NATIVE,
+                {"podGroupTemplateRef": {"workload": {"workloadName": "test-tfjob",
+                                                      "podGroupTemplateName": "replicas"}},
+                 "schedulingPolicy": {"gang": {"minCount": 2}}},
+            ),
+        ]  # fmt: skip
+        plan = gang_run(
+            job(Worker=replica(4)), "default-scheduler", observed,
+            pods=pods("worker", 2), services=services("worker", 2),
+        )  # fmt: skip
+        assert _updates(plan) == [] and _groups(plan) == []
+        assert len(actions_of(plan, CreatePod)) == 2
+
+    def test_a_group_being_deleted_is_not_updated(self) -> None:
+        observed = _stored(KUBE_BATCH, {"minMember": 2})
+        observed["metadata"]["deletionTimestamp"] = "2026-11-30T11:59:00Z"
+        plan = gang_run(job(Worker=replica(4)), "kube-batch", [observed])
+        assert _updates(plan) == []
+
+    def test_a_job_finishing_in_this_pass_deletes_its_group_instead(self) -> None:
+        observed = _stored(KUBE_BATCH, {"minMember": 2})
+        running = {"conditions": [{"type": "Running", "status": "True"}]}
+        plan = gang_run(
+            job(status=running, Worker=replica(3)), "kube-batch", [observed],
+            pods=pods("worker", 3, "Succeeded"), services=services("worker", 3),
+        )  # fmt: skip
+        assert ("Succeeded", "True") in [(c.type, c.status) for c in plan.status.conditions]
+        assert _updates(plan) == []
+        assert len(actions_of(plan, DeleteGroup)) == 1
+
+    def test_gang_off_never_touches_groups(self) -> None:
+        """As the local runtime runs: no scheduler name, so no group action of any kind."""
+        observed = _stored(KUBE_BATCH, {"minMember": 2})
+        plan = gang_run(
+            job(Worker=replica(4)), "", [observed],
+            pods=pods("worker", 2), services=services("worker", 2),
+        )  # fmt: skip
+        assert _updates(plan) == [] and _groups(plan) == []
 
 
 @pytest.mark.parametrize(

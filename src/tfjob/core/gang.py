@@ -67,6 +67,9 @@ VOLCANO_POD_GROUP = GroupKind("scheduling.volcano.sh", "v1beta1", "PodGroup", "p
 KUBE_BATCH_POD_GROUP = GroupKind("scheduling.incubator.k8s.io", "v1alpha1", "PodGroup", "podgroups")
 PLUGINS_POD_GROUP = GroupKind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
 
+#: The group objects whose spec follows the job (the native ones' spec is immutable).
+_MUTABLE = frozenset({VOLCANO_POD_GROUP, KUBE_BATCH_POD_GROUP, PLUGINS_POD_GROUP})
+
 _KINDS = {
     Backend.NATIVE: (NATIVE_WORKLOAD, NATIVE_POD_GROUP),
     Backend.VOLCANO: (VOLCANO_POD_GROUP,),
@@ -139,6 +142,55 @@ def group_objects(job: TFJob, scheduler_name: str) -> list[dict[str, Any]]:
     if chosen is Backend.PLUGINS:
         return [_pod_group(job, PLUGINS_POD_GROUP, _plugins_spec(job))]
     return []
+
+
+def updated_group(
+    kind: GroupKind, observed: dict[str, Any], computed: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The observed group object with the computed spec, when that changes its spec.
+
+    The spec is replaced whole (fields the job no longer sets go), as upstream does;
+    the metadata stays as observed (annotations are the job's at creation only, and
+    the `resourceVersion` makes the write fail if the group changed meanwhile).
+    Volcano keeps a queue the group already has: whoever set it (a queueing system,
+    an administrator) decides where the job waits. None for a native object (its
+    spec is immutable), one being deleted, or one that already has this spec.
+    """
+    if kind not in _MUTABLE or (observed.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    current: dict[str, Any] = observed.get("spec") or {}
+    spec = dict(computed["spec"])
+    if kind == VOLCANO_POD_GROUP and current.get("queue"):
+        spec["queue"] = current["queue"]
+    if _same_spec(current, spec):
+        return None
+    return {**observed, "spec": spec}
+
+
+def _same_spec(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Equal, comparing minResources as quantities ("1Gi" is "1024Mi"), as Kubernetes
+    compares them: a group written with other spellings is not rewritten for that."""
+    if current.keys() != wanted.keys():
+        return False
+    for key, value in wanted.items():
+        if key == "minResources":
+            if not _same_quantities(current[key], value):
+                return False
+        elif current[key] != value:
+            return False
+    return True
+
+
+def _same_quantities(current: Any, wanted: dict[str, str]) -> bool:
+    if not isinstance(current, dict) or current.keys() != wanted.keys():
+        return False
+    try:
+        return all(
+            parse_quantity(str(current[name]))[0] == parse_quantity(value)[0]
+            for name, value in wanted.items()
+        )
+    except ArithmeticError:  # not a quantity (decimal.InvalidOperation): unequal
+        return False
 
 
 def _metadata(job: TFJob, *, annotations: bool = True) -> dict[str, Any]:

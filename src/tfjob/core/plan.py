@@ -88,6 +88,23 @@ class CreateGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
         return str(self.manifest["metadata"]["name"])
 
 
+class UpdateGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Replace an existing group object with this one (a PUT), because the job's
+    computed spec changed (scaling, a new minAvailable or minResources).
+
+    The manifest is the object as observed, metadata and `resourceVersion` included,
+    with only its spec replaced: the API server refuses it (409) if the group changed
+    since it was read, and the job is reconciled again from what is there.
+    """
+
+    kind: GroupKind
+    manifest: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
 class DeleteGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     """Delete the job's group object of this kind (a no-op if it is already gone)."""
 
@@ -96,7 +113,14 @@ class DeleteGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
 
 
 Action = (
-    CreatePod | DeletePod | CreateService | DeleteService | DeleteJob | CreateGroup | DeleteGroup
+    CreatePod
+    | DeletePod
+    | CreateService
+    | DeleteService
+    | DeleteJob
+    | CreateGroup
+    | UpdateGroup
+    | DeleteGroup
 )
 
 

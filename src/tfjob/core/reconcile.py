@@ -34,6 +34,7 @@ from tfjob.core.plan import (
     DeletePod,
     DeleteService,
     Plan,
+    UpdateGroup,
 )
 from tfjob.core.settings import Settings
 from tfjob.core.status import update_job_status
@@ -169,7 +170,9 @@ def _run(state: Pass) -> None:
     if conditions.is_finished(state.status):
         # (better) Do not create what the finished job no longer needs; clean up now.
         state.actions = [
-            a for a in state.actions if not isinstance(a, CreatePod | CreateService | CreateGroup)
+            a
+            for a in state.actions
+            if not isinstance(a, CreatePod | CreateService | CreateGroup | UpdateGroup)
         ]
         _finish(state)
     else:
@@ -324,15 +327,18 @@ def _observed_group(state: Pass, api_version: str, kind: str) -> dict[str, Any] 
 
 
 def _sync_groups(state: Pass) -> None:
-    """Gang scheduling: create the job's missing group objects before its pods; with
-    Volcano, create no pod until Volcano has admitted the group (its PodGroup left
-    Pending)."""
+    """Gang scheduling: create the job's missing group objects before its pods, and
+    update a PodGroup whose spec no longer matches the job (it was scaled, or its
+    minAvailable or minResources changed); with Volcano, create no pod until Volcano
+    has admitted the group (its PodGroup left Pending)."""
     scheduler = state.settings.gang_scheduler_name
     for manifest in gang.group_objects(state.job, scheduler):
         kind = next(k for k in gang.group_kinds(scheduler) if k.kind == manifest["kind"])
         observed = _observed_group(state, kind.api_version, kind.kind)
         if observed is None:
             state.actions.append(CreateGroup(kind=kind, manifest=manifest))
+        elif (updated := gang.updated_group(kind, observed, manifest)) is not None:
+            state.actions.append(UpdateGroup(kind=kind, manifest=updated))
         if gang.holds_pods(scheduler) and (observed is None or not gang.admitted(observed)):
             state.hold_pods = True
             state.requeue_at(state.now + timedelta(seconds=GROUP_RECHECK_SECONDS))

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
@@ -24,6 +25,15 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, Cluster, Nodes
 from tests.support.controlplane import REPO_ROOT, ControlPlane, apply_documents, load_manifest
 from tests.support.operators import IMAGE, Jobs, Operators, wait_for
+from tfjob.api.errors import TemporaryError
+from tfjob.core import gang
+from tfjob.core.plan import UpdateGroup
+from tfjob.runtimes.kubernetes.client import ApiError as ClientApiError
+from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
+from tfjob.runtimes.kubernetes.gang import GangGroups
+from tfjob.runtimes.kubernetes.metrics import Metrics
+from tfjob.runtimes.kubernetes.resources import Resource
 
 CRDS = REPO_ROOT / "tests" / "support" / "crds"
 UNFIT_WAIT = 2.0  # seconds a gang is left unschedulable before the test checks it
@@ -355,6 +365,133 @@ def test_scheduler_plugins_pod_group_label_and_cleanup_with_the_job(
         interval=0.5,
         message="PodGroup collected with its job",
     )
+
+
+def _spec_is(
+    plane: ControlPlane, api: str, namespace: str, name: str, spec: dict[str, Any]
+) -> dict[str, Any] | None:
+    group = _group(plane, api, namespace, name)
+    return group if group is not None and group["spec"] == spec else None
+
+
+def test_scheduler_plugins_pod_group_follows_scaling_and_min_available(
+    plugins_crd: None,
+    operators: Operators,
+    jobs: Jobs,
+    control_plane: ControlPlane,
+    namespace: str,
+) -> None:
+    """Scaling the job (or changing minAvailable) updates its PodGroup in place: the
+    scheduler must wait for the new number of pods, not the old one."""
+    operators.start("--gang-scheduler-name", "scheduler-plugins-scheduler")
+    jobs.create("grow", {"Worker": _workers(2, ends=False)})
+    api = "scheduling.x-k8s.io/v1alpha1"
+    first = wait_for(
+        lambda: _spec_is(
+            control_plane, api, namespace, "grow", {"minMember": 2, "minResources": {"cpu": "2"}}
+        ),
+        message="the PodGroup for 2 workers",
+    )
+    wait_for(lambda: len(_pods_of(control_plane, namespace, "grow")) == 2, message="2 pods")
+
+    jobs.patch_spec("grow", {"tfReplicaSpecs": {"Worker": {"replicas": 4}}})
+    scaled = wait_for(
+        lambda: _spec_is(
+            control_plane, api, namespace, "grow", {"minMember": 4, "minResources": {"cpu": "4"}}
+        ),
+        timeout=10,
+        message="minMember 4 after scaling to 4 workers",
+    )
+    assert scaled["metadata"]["uid"] == first["metadata"]["uid"], "updated, not re-created"
+    wait_for(lambda: len(_pods_of(control_plane, namespace, "grow")) == 4, message="4 pods")
+
+    jobs.patch_spec("grow", {"runPolicy": {"schedulingPolicy": {"minAvailable": 3}}})
+    wait_for(
+        lambda: _spec_is(
+            control_plane, api, namespace, "grow", {"minMember": 3, "minResources": {"cpu": "3"}}
+        ),
+        timeout=10,
+        message="minMember 3 after minAvailable: 3",
+    )
+    assert not any(e["type"] == "Warning" for e in jobs.events("grow"))
+
+
+def test_volcano_pod_group_follows_scaling_and_keeps_its_queue(
+    volcano_crd: None,
+    operators: Operators,
+    jobs: Jobs,
+    control_plane: ControlPlane,
+    namespace: str,
+) -> None:
+    operators.start("--gang-scheduler-name", "volcano")
+    jobs.create(
+        "vq",
+        {"Worker": _workers(2, ends=False)},
+        runPolicy={"schedulingPolicy": {"queue": "research"}},
+    )
+    api = "scheduling.volcano.sh/v1beta1"
+    wait_for(lambda: _group(control_plane, api, namespace, "vq"), message="PodGroup")
+    # A queueing system moves the group to another queue, and Volcano admits it.
+    status, body = control_plane.request(
+        "PATCH",
+        f"/apis/{api}/namespaces/{namespace}/podgroups/vq",
+        body={"spec": {"queue": "night"}, "status": {"phase": "Inqueue"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 200, body
+    wait_for(lambda: len(_pods_of(control_plane, namespace, "vq")) == 2, message="2 pods")
+
+    jobs.patch_spec("vq", {"tfReplicaSpecs": {"Worker": {"replicas": 3}}})
+    group = wait_for(
+        lambda: _spec_is(
+            control_plane,
+            api,
+            namespace,
+            "vq",
+            {"minMember": 3, "queue": "night", "minResources": {"cpu": "3"}},
+        ),
+        timeout=10,
+        message="minMember 3 in the queue the group was moved to",
+    )
+    assert group["status"]["phase"] == "Inqueue"  # the status Volcano wrote is kept
+    wait_for(lambda: len(_pods_of(control_plane, namespace, "vq")) == 3, message="3 pods")
+
+
+async def test_a_stale_or_missing_group_update_fails_to_be_retried(
+    plugins_crd: None, client: KubeClient, namespace: str
+) -> None:
+    """The PUT carries the resourceVersion read: a group changed since is not
+    overwritten (409), a group gone is not re-created by it (404). Either comes back
+    as a temporary error, which the worker loop retries with backoff from a new GET;
+    no Event is recorded for an update, as upstream records none."""
+    recorder = EventRecorder(client)
+    groups = GangGroups(client, recorder, Metrics(), "scheduler-plugins-scheduler")
+    ref = ObjectRef(namespace=namespace, name="pg", uid="uid-pg")
+    resource = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+    manifest = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": namespace},
+        "spec": {"minMember": 2},
+    }
+    read = msgspec.json.decode(await client.create(resource, namespace, manifest))
+    fresh = UpdateGroup(kind=gang.PLUGINS_POD_GROUP, manifest={**read, "spec": {"minMember": 3}})
+    assert await groups.act(ref, fresh) is None
+    (stored,) = await groups.observe(namespace, "pg")
+    assert stored["spec"] == {"minMember": 3}
+
+    stale = UpdateGroup(kind=gang.PLUGINS_POD_GROUP, manifest={**read, "spec": {"minMember": 4}})
+    conflict = await groups.act(ref, stale)
+    assert isinstance(conflict, ClientApiError) and conflict.conflict
+    assert isinstance(conflict, TemporaryError)
+    (stored,) = await groups.observe(namespace, "pg")
+    assert stored["spec"] == {"minMember": 3}
+
+    await client.delete(resource, namespace, "pg")
+    gone = await groups.act(ref, UpdateGroup(kind=gang.PLUGINS_POD_GROUP, manifest=stored))
+    assert isinstance(gone, ClientApiError) and gone.not_found and not gone.refused
+    assert await groups.observe(namespace, "pg") == []
+    assert recorder.metrics.recorded._value.get() == 0
 
 
 def test_operator_refuses_to_start_without_the_group_api(

@@ -1,11 +1,14 @@
-"""Gang scheduling on Kubernetes: read, create and delete a job's group objects.
+"""Gang scheduling on Kubernetes: read, create, update and delete a job's group objects.
 
 The core decides (tfjob.core.gang, reconcile); this module only talks to the API:
 - `observe` GETs the job's group objects before each reconcile (one GET per kind:
   a Workload and a PodGroup for native Kubernetes, one PodGroup otherwise). There is
   no informer for them: the operator only needs them while it creates a job's pods,
   and Volcano's admission of a PodGroup is polled by a timed requeue instead;
-- `act` carries out CreateGroup / DeleteGroup, with the same events as pods;
+- `act` carries out CreateGroup / DeleteGroup, with the same events as pods, and
+  UpdateGroup, a PUT with no event (upstream records none for it). A failed update
+  (409: the group changed since it was read; 404: it is gone) is returned like any
+  failed action, so the job is reconciled again with backoff, from a fresh GET;
 - `check_served` runs at start-up: the group API must be served (the CRD installed,
   or for native Kubernetes the alpha API enabled), else the operator exits.
 """
@@ -18,7 +21,7 @@ import msgspec
 
 from tfjob.api.errors import PermanentError
 from tfjob.core import gang
-from tfjob.core.plan import CreateGroup, DeleteGroup, GroupKind
+from tfjob.core.plan import CreateGroup, DeleteGroup, GroupKind, UpdateGroup
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.metrics import Metrics
@@ -71,8 +74,13 @@ class GangGroups:
             found.append(msgspec.json.decode(raw))
         return found
 
-    async def act(self, ref: ObjectRef, action: CreateGroup | DeleteGroup) -> Exception | None:
-        """Carry out one group action; the error (also recorded as an event) or None."""
+    async def act(
+        self, ref: ObjectRef, action: CreateGroup | UpdateGroup | DeleteGroup
+    ) -> Exception | None:
+        """Carry out one group action; the error (recorded as an event for a create or
+        delete) or None."""
+        if isinstance(action, UpdateGroup):
+            return await self._update(ref, action)
         resource = _resource(action.kind)
         noun = action.kind.kind
         try:
@@ -95,6 +103,15 @@ class GangGroups:
             (
                 self._metrics.pod_groups_created if created else self._metrics.pod_groups_deleted
             ).inc()
+        return None
+
+    async def _update(self, ref: ObjectRef, action: UpdateGroup) -> Exception | None:
+        """PUT the group with its new spec; the error, if any, for the caller to retry."""
+        resource = _resource(action.kind)
+        try:
+            await self._client.replace(resource, ref.namespace, action.name, action.manifest)
+        except (ApiError, TransportError) as error:
+            return error
         return None
 
     def _failed(

@@ -39,6 +39,7 @@ from tfjob.core.plan import (
     DeleteJob,
     DeletePod,
     Plan,
+    UpdateGroup,
 )
 from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
@@ -255,7 +256,7 @@ class Reconciler:
             return await self._create(key, ref, action, pods)
         if isinstance(action, DeleteJob):
             return await self._delete_job(ref)
-        if isinstance(action, CreateGroup | DeleteGroup):
+        if isinstance(action, CreateGroup | UpdateGroup | DeleteGroup):
             assert self._gang is not None, "group actions only come with gang scheduling on"
             return await self._gang.act(ref, action)
         return await self._delete(key, ref, action)
@@ -375,7 +376,7 @@ def _waves(actions: Sequence[Action]) -> list[list[Action]]:
 
 
 def _alone(action: Action) -> bool:
-    return isinstance(action, DeleteJob | CreateGroup | DeleteGroup)
+    return isinstance(action, DeleteJob | CreateGroup | UpdateGroup | DeleteGroup)
 
 
 def _what(action: Action) -> tuple[Kind, Resource, str]:
