@@ -73,12 +73,8 @@ class GroupKind(msgspec.Struct, frozen=True):
         return f"{self.group}/{self.version}"
 
 
-class CreateGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
-    """Create this gang-scheduling group object (a full manifest) before any pod.
-
-    Group actions run one at a time, in plan order: a native Workload must exist
-    before the PodGroup that refers to it.
-    """
+class _GroupWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """A gang-scheduling group object to write whole (what creates and updates share)."""
 
     kind: GroupKind
     manifest: dict[str, Any]
@@ -88,7 +84,15 @@ class CreateGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
         return str(self.manifest["metadata"]["name"])
 
 
-class UpdateGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+class CreateGroup(_GroupWrite, tag=True, frozen=True, kw_only=True):
+    """Create this gang-scheduling group object (a full manifest) before any pod.
+
+    Group actions run one at a time, in plan order: a native Workload must exist
+    before the PodGroup that refers to it.
+    """
+
+
+class UpdateGroup(_GroupWrite, tag=True, frozen=True, kw_only=True):
     """Replace an existing group object with this one (a PUT), because the job's
     computed spec changed (scaling, a new minAvailable or minResources).
 
@@ -96,13 +100,6 @@ class UpdateGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     with only its spec replaced: the API server refuses it (409) if the group changed
     since it was read, and the job is reconciled again from what is there.
     """
-
-    kind: GroupKind
-    manifest: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        return str(self.manifest["metadata"]["name"])
 
 
 class DeleteGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
