@@ -207,3 +207,39 @@ async def test_events_recorded_within_the_clocks_resolution_are_all_written(
         assert await recorder.flush(30)
     messages = sorted(str(e["message"]) for e in await _events(client, namespace))
     assert messages == [f"Created pod: j-worker-{i}" for i in range(3)]
+
+
+async def test_a_flush_does_not_wait_out_the_writers_retry_backoff(
+    client: KubeClient,
+    control_plane: ControlPlane,
+    kubeconfig: Path,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every writer failed once (503) and backs off for 30 s; SIGTERM's flush must not
+    wait for them: the event is written within a second and none counted dropped."""
+    monkeypatch.setattr(events_module, "RETRY_BASE", 30.0)
+    monkeypatch.setattr(events_module, "RETRY_MAX", 30.0)
+    with FaultProxy(upstream=control_plane.server, ca=control_plane.ca_path, seed=7) as proxy:
+        proxy.set_rules(Rule("503", 1.0, times=events_module.SENDERS))
+        proxied = proxy.write_kubeconfig(tmp_path / "faulty", token=token_of(kubeconfig))
+        faulty = KubeClient.connect(str(proxied))
+        recorder = EventRecorder(faulty)
+        job = ObjectRef(namespace=namespace, name="j", uid="uid-9")
+        try:
+            async with _sending(recorder):
+                recorder.record(job, "Normal", "TFJobCreated", "TFJob j is created.")
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 10
+                while proxy.injected["503"] < events_module.SENDERS:  # all writers resting
+                    assert loop.time() < deadline, "the writers did not all fail once"
+                    await asyncio.sleep(0.01)
+                started = loop.time()
+                assert await recorder.flush(5)
+                assert loop.time() - started < 1.0
+        finally:
+            await faulty.close()
+    (event,) = await _events(client, namespace)
+    assert event["message"] == "TFJob j is created." and event["count"] == 1
+    assert recorder.metrics.dropped.labels(reason="shutdown")._value.get() == 0

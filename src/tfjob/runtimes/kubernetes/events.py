@@ -72,6 +72,7 @@ SENDERS = 4  # event writes in flight at once
 MAX_WAIT = 5.0  # seconds a queued event may wait behind creates and deletes
 RETRY_BASE = 0.1
 RETRY_MAX = 5.0
+FLUSH_RETRY = 0.2  # during a flush, a failed write is tried again this soon at most
 COMBINED_PREFIX = "(combined from similar events): "
 
 Key = tuple[str, ...]
@@ -229,6 +230,7 @@ class EventRecorder:
         self._writes = writes
         self._max_wait = max_wait
         self._flushing = False
+        self._flush_started = asyncio.Event()  # ends writers' retry pauses (see _rest)
         if writes is not None:
             writes.listen(self._wake)  # the creates ended: waiting events look again
         self._drained = asyncio.Event()  # set while nothing is pending
@@ -300,11 +302,13 @@ class EventRecorder:
         time ran out."""
         self._flushing = True
         self._wake.set()
+        self._flush_started.set()
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._drained.wait(), seconds)
         finally:
             self._flushing = False
+            self._flush_started.clear()
         if not self.pending:
             return True
         lost = sum(e.count - e.stored for e in self._waiting.values())
@@ -337,7 +341,18 @@ class EventRecorder:
                     self._enqueue(entry)  # repeats folded in while on the wire, or a retry
                 self._pending_changed()
             if pause:
-                await asyncio.sleep(pause)
+                await self._rest(pause)
+
+    async def _rest(self, pause: float) -> None:
+        """A writer's pause after a failed write: the backoff, but cut short when a
+        flush starts and at most FLUSH_RETRY during one. Shutdown has a bounded time,
+        and the failed entry waits in the queue again: with every writer sleeping up
+        to RETRY_MAX, a flush could otherwise spend that long writing nothing."""
+        if self._flushing:
+            await asyncio.sleep(min(pause, FLUSH_RETRY))
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._flush_started.wait(), pause)
 
     async def _next(self) -> Entry:
         """The oldest waiting entry, once it may be written."""
