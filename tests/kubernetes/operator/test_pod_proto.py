@@ -11,9 +11,10 @@ from tfjob.runtimes.kubernetes import pod_proto
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import POD_CODEC, POD_PROTO_CODEC
 from tfjob.runtimes.kubernetes.informer import Informer
-from tfjob.runtimes.kubernetes.resources import PODS
+from tfjob.runtimes.kubernetes.resources import PODS, Resource
 
 NOW = "2026-12-01T10:00:00Z"
+CONFIGMAPS = Resource("", "v1", "configmaps")
 
 
 def _pod(name: str, **meta: Any) -> dict[str, Any]:
@@ -78,11 +79,15 @@ STATUSES: list[dict[str, Any]] = [
 
 
 async def _make_pods(client: KubeClient, namespace: str) -> None:
-    owner = {  # a controller reference, as the operator's pods carry
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "name": "j",
-        "uid": "uid-j",
+    # A controller reference, as the operator's pods carry; its owner must exist, or
+    # the garbage collector (where kube-controller-manager runs) deletes the pods.
+    made = await client.create(CONFIGMAPS, namespace, {"metadata": {"name": "owner"}})
+    uid = msgspec.json.decode(made)["metadata"]["uid"]
+    owner = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "owner",
+        "uid": uid,
         "controller": True,
         "blockOwnerDeletion": False,
     }
