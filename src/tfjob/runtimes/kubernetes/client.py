@@ -26,6 +26,7 @@ import msgspec
 
 from tfjob import __version__
 from tfjob.api.errors import TemporaryError
+from tfjob.runtimes.kubernetes import pod_proto
 from tfjob.runtimes.kubernetes.credentials import Connection, Credentials, connection
 from tfjob.runtimes.kubernetes.decode import ListMeta, decode_status
 from tfjob.runtimes.kubernetes.resources import Resource
@@ -527,6 +528,8 @@ async def _page_body(response: aiohttp.ClientResponse, ask: Callable[[str], None
     """A list page's body; `ask(token)` as soon as its continue token is read (from
     metadata before the items) or else once the whole page is read, before anyone
     decodes it; never for the last page."""
+    if response.content_type == pod_proto.PROTOBUF:
+        return await _protobuf_page_body(response, ask)
     chunks: list[bytes] = []
     head = b""
     looking = True  # in the first bytes, for the metadata before the items
@@ -548,6 +551,28 @@ async def _page_body(response: aiohttp.ClientResponse, ask: Callable[[str], None
     body = b"".join(chunks)
     if not known:
         token = _list_head.decode(body).metadata.continue_
+        if token:
+            ask(token)
+    return body
+
+
+async def _protobuf_page_body(
+    response: aiohttp.ClientResponse, ask: Callable[[str], None]
+) -> bytes:
+    """The same for a protobuf page, whose continue token is in its first bytes."""
+    chunks: list[bytes] = []
+    head = b""
+    token: str | None = None
+    async for chunk in response.content.iter_any():
+        chunks.append(chunk)
+        if token is None:
+            head += chunk
+            token = pod_proto.continue_token(head)
+            if token:
+                ask(token)
+    body = b"".join(chunks)
+    if token is None:
+        token = pod_proto.continue_token(body)
         if token:
             ask(token)
     return body

@@ -24,6 +24,7 @@ import msgspec
 from tfjob.api.errors import InvalidJob
 from tfjob.api.observed import Meta, Pod, Service
 from tfjob.api.types import JobStatus, ObjectMeta, TFJob
+from tfjob.runtimes.kubernetes import pod_proto
 
 SHARED_STRING = 64  # longer strings in a job's template are rarely repeated: not interned
 
@@ -89,9 +90,14 @@ class Codec(Generic[T]):
         self,
         decode_list: Callable[[bytes], tuple[list[T], str, str]],
         decode_object: Callable[[bytes], T],
+        *,
+        list_accept: str = "",
     ) -> None:
+        """`list_accept`: the Accept header for list pages that `decode_list` reads
+        ("": JSON); watch events and single objects are always JSON."""
         self.decode_list = decode_list
         self.decode_object = decode_object
+        self.list_accept = list_accept
 
 
 _status = msgspec.json.Decoder(Status)
@@ -254,5 +260,10 @@ def _lenient_status(raw: bytes) -> JobStatus:
 
 
 POD_CODEC: Codec[Pod] = Codec(decode_pods, decode_pod)
+# What the operator lists pods with: pages as protobuf, half the API server's CPU of
+# JSON (pod_proto.py says why); watch events JSON.
+POD_PROTO_CODEC: Codec[Pod] = Codec(
+    pod_proto.decode_pods, decode_pod, list_accept=pod_proto.PROTOBUF
+)
 SERVICE_CODEC: Codec[Service] = Codec(decode_services, decode_service)
 JOB_CODEC: Codec[CachedJob] = Codec(decode_jobs, decode_tfjob)

@@ -37,7 +37,7 @@ from tfjob.api.observed import Pod, Service
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC
+from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_PROTO_CODEC, SERVICE_CODEC
 from tfjob.runtimes.kubernetes.events import EventRecorder
 from tfjob.runtimes.kubernetes.expectations import Expectations
 from tfjob.runtimes.kubernetes.gang import GangGroups, GangUnavailable
@@ -104,7 +104,9 @@ class Operator:
         ns = options.namespace
         self.caches = Caches(
             jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns),
-            pods=Informer(client, PODS, POD_CODEC, namespace=ns, label_selector=OWNED_SELECTOR),
+            pods=Informer(
+                client, PODS, POD_PROTO_CODEC, namespace=ns, label_selector=OWNED_SELECTOR
+            ),
             services=Informer(
                 client,
                 SERVICES,
