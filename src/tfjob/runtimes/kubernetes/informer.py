@@ -13,6 +13,9 @@ one is a single asyncio task per resource:
   client-go's resourceVersion "0" would be served from the same cache, but in ONE
   answer whatever the limit (all 40,000 pods of a 10,000-job cluster: 101 MB of
   JSON), so it is not used;
+- a codec may read its list pages in another encoding than JSON (`Codec.list_accept`:
+  pods are listed as protobuf, about half the API server's CPU, see pod_proto.py);
+  watch events are always JSON;
 - `metadata_only` lists and watches PartialObjectMetadata (for services: the
   operator reads only their metadata), so the API server sends less (and, for
   these, uncompressed is cheaper for both sides) and the decode into the same
