@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 
+import msgspec
+import pytest
+
 from tfjob.api.types import TFJob
+from tfjob.runtimes.kubernetes import pod_proto
 from tfjob.runtimes.kubernetes.decode import (
     UndecodableJob,
+    decode_pod_page,
     decode_pods,
     decode_services,
     decode_tfjob,
@@ -144,3 +149,13 @@ def test_resource_versions_compare_as_etcd_revisions() -> None:
     assert is_newer("100", "99")
     assert not is_newer("99", "100")
     assert not is_newer("7", "7")
+
+
+def test_a_pod_page_asked_as_protobuf_is_read_as_json_if_json_came() -> None:
+    """A server or proxy that answers JSON anyway is understood; a page that is
+    neither raises the decode error the informer retries on."""
+    page = {"kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": [POD]}
+    pods, version, token = decode_pod_page(json.dumps(page).encode())
+    assert [p.metadata.name for p in pods] == ["j-worker-0"] and version == "7" and token == ""
+    with pytest.raises(msgspec.DecodeError):
+        decode_pod_page(pod_proto.MAGIC + b"\x12\x05\x0a\xff\xff")

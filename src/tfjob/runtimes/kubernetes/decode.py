@@ -259,11 +259,21 @@ def _lenient_status(raw: bytes) -> JobStatus:
         return JobStatus()
 
 
+def decode_pod_page(body: bytes) -> tuple[list[Pod], str, str]:
+    """A pod list page asked for as protobuf; read as JSON if that is what came (a
+    server or proxy that does not speak protobuf). A page neither can read raises
+    msgspec.DecodeError, as a broken JSON page does: the informer retries the list."""
+    if not body.startswith(pod_proto.MAGIC):
+        return decode_pods(body)
+    try:
+        return pod_proto.decode_pods(body)
+    except pod_proto.DecodeError as error:
+        raise msgspec.DecodeError(f"protobuf pod list: {error}") from error
+
+
 POD_CODEC: Codec[Pod] = Codec(decode_pods, decode_pod)
 # What the operator lists pods with: pages as protobuf, half the API server's CPU of
 # JSON (pod_proto.py says why); watch events JSON.
-POD_PROTO_CODEC: Codec[Pod] = Codec(
-    pod_proto.decode_pods, decode_pod, list_accept=pod_proto.PROTOBUF
-)
+POD_PROTO_CODEC: Codec[Pod] = Codec(decode_pod_page, decode_pod, list_accept=pod_proto.PROTOBUF)
 SERVICE_CODEC: Codec[Service] = Codec(decode_services, decode_service)
 JOB_CODEC: Codec[CachedJob] = Codec(decode_jobs, decode_tfjob)

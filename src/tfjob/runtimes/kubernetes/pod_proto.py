@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
 
 from tfjob.api.observed import (
     ContainerState,
@@ -31,6 +32,8 @@ from tfjob.api.observed import (
     Terminated,
     Waiting,
 )
+
+__all__ = ["MAGIC", "PROTOBUF", "DecodeError", "continue_token", "decode_pods"]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"  # before every protobuf body the API server sends (runtime.Unknown)
