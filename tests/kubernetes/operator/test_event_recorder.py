@@ -35,6 +35,23 @@ async def _sending(recorder: EventRecorder) -> AsyncIterator[None]:
         await asyncio.gather(sender, return_exceptions=True)
 
 
+@asynccontextmanager
+async def _through_faults(
+    control_plane: ControlPlane, kubeconfig: Path, tmp_path: Path, seed: int, *rules: Rule
+) -> AsyncIterator[tuple[FaultProxy, EventRecorder]]:
+    """A recorder writing through a fault proxy with these rules (its writers running)."""
+    with FaultProxy(upstream=control_plane.server, ca=control_plane.ca_path, seed=seed) as proxy:
+        proxy.set_rules(*rules)
+        proxied = proxy.write_kubeconfig(tmp_path / "faulty", token=token_of(kubeconfig))
+        faulty = KubeClient.connect(str(proxied))
+        recorder = EventRecorder(faulty)
+        try:
+            async with _sending(recorder):
+                yield proxy, recorder
+        finally:
+            await faulty.close()
+
+
 async def _events(client: KubeClient, namespace: str) -> list[dict[str, object]]:
     listing = msgspec.json.decode(await client.list(EVENTS, namespace))
     return list(listing["items"])
@@ -86,23 +103,19 @@ async def test_folded_repeats_are_counted_exactly_through_faults_on_every_write(
     Events count exactly the occurrences recorded, and none is given up."""
     rng = random.Random(3)
     recorded: Counter[str] = Counter()
-    with FaultProxy(upstream=control_plane.server, ca=control_plane.ca_path, seed=5) as proxy:
-        proxy.set_rules(Rule("429", 0.2), Rule("500", 0.15), Rule("reset-after", 0.2))
-        proxied = proxy.write_kubeconfig(tmp_path / "faulty", token=token_of(kubeconfig))
-        faulty = KubeClient.connect(str(proxied))
-        recorder = EventRecorder(faulty)
-        job = ObjectRef(namespace=namespace, name="j", uid="uid-6")
-        try:
-            async with _sending(recorder):
-                for _ in range(30):  # bursts of repeats, some folding while on the wire
-                    for _ in range(10):
-                        reason = rng.choice(["ExitedWithCode", "SuccessfulCreatePod", "Restarting"])
-                        recorder.record(job, "Normal", reason, f"worker-{rng.randrange(12)}")
-                        recorded[reason] += 1
-                    await asyncio.sleep(0.05)
-                assert await recorder.flush(60)
-        finally:
-            await faulty.close()
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-6")
+    faults = (Rule("429", 0.2), Rule("500", 0.15), Rule("reset-after", 0.2))
+    async with _through_faults(control_plane, kubeconfig, tmp_path, 5, *faults) as (
+        proxy,
+        recorder,
+    ):
+        for _ in range(30):  # bursts of repeats, some folding while on the wire
+            for _ in range(10):
+                reason = rng.choice(["ExitedWithCode", "SuccessfulCreatePod", "Restarting"])
+                recorder.record(job, "Normal", reason, f"worker-{rng.randrange(12)}")
+                recorded[reason] += 1
+            await asyncio.sleep(0.05)
+        assert await recorder.flush(60)
     held: Counter[str] = Counter()
     for event in await _events(client, namespace):
         held[str(event["reason"])] += int(str(event["count"]))
@@ -221,25 +234,21 @@ async def test_a_flush_does_not_wait_out_the_writers_retry_backoff(
     wait for them: the event is written within a second and none counted dropped."""
     monkeypatch.setattr(events_module, "RETRY_BASE", 30.0)
     monkeypatch.setattr(events_module, "RETRY_MAX", 30.0)
-    with FaultProxy(upstream=control_plane.server, ca=control_plane.ca_path, seed=7) as proxy:
-        proxy.set_rules(Rule("503", 1.0, times=events_module.SENDERS))
-        proxied = proxy.write_kubeconfig(tmp_path / "faulty", token=token_of(kubeconfig))
-        faulty = KubeClient.connect(str(proxied))
-        recorder = EventRecorder(faulty)
-        job = ObjectRef(namespace=namespace, name="j", uid="uid-9")
-        try:
-            async with _sending(recorder):
-                recorder.record(job, "Normal", "TFJobCreated", "TFJob j is created.")
-                loop = asyncio.get_running_loop()
-                deadline = loop.time() + 10
-                while proxy.injected["503"] < events_module.SENDERS:  # all writers resting
-                    assert loop.time() < deadline, "the writers did not all fail once"
-                    await asyncio.sleep(0.01)
-                started = loop.time()
-                assert await recorder.flush(5)
-                assert loop.time() - started < 1.0
-        finally:
-            await faulty.close()
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-9")
+    fault = Rule("503", 1.0, times=events_module.SENDERS)
+    async with _through_faults(control_plane, kubeconfig, tmp_path, 7, fault) as (
+        proxy,
+        recorder,
+    ):
+        recorder.record(job, "Normal", "TFJobCreated", "TFJob j is created.")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while proxy.injected["503"] < events_module.SENDERS:  # all writers resting
+            assert loop.time() < deadline, "the writers did not all fail once"
+            await asyncio.sleep(0.01)
+        started = loop.time()
+        assert await recorder.flush(5)
+        assert loop.time() - started < 1.0
     (event,) = await _events(client, namespace)
     assert event["message"] == "TFJob j is created." and event["count"] == 1
     assert recorder.metrics.dropped.labels(reason="shutdown")._value.get() == 0
