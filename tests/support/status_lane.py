@@ -1,9 +1,8 @@
 """An operator's parts built in-process on the real API server, for the tests of the
-status writer and the reconciler that need no operator subprocess.
+reconciler and its consistency rule that need no operator subprocess.
 
-``Lane`` holds the operator's caches, queue and write-behind status writer; only what
-a test starts (the informers, ``start(...)``) runs. ``until`` polls a condition on the
-event loop.
+``Lane`` holds the operator's caches, queue and reconciler; only what a test starts
+(the informers, ``start(...)``) runs. ``until`` polls a condition on the event loop.
 """
 
 from __future__ import annotations
@@ -17,53 +16,56 @@ from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import decode_tfjob
 from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
 from tfjob.runtimes.kubernetes.resources import TFJOBS
-from tfjob.runtimes.kubernetes.status_writer import StatusWriter
 
 
 class Lane:
     """An operator's parts, built in-process; only what a test starts runs."""
 
-    def __init__(self, client: KubeClient, namespace: str, bound: float) -> None:
+    def __init__(self, client: KubeClient, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
         options = OperatorOptions(namespace=namespace, metrics_port=-1, health_port=-1)
         self.parts = Operator(options, client)
-        self.jobs = self.parts.caches.jobs
+        self.caches = self.parts.caches
+        self._informers: list[asyncio.Task[None]] = []
+        self.jobs = self.caches.jobs
         self.queue = self.parts.queue
-        self.writes = self.parts.writes  # the creates and deletes statuses yield to
-        self.writer = StatusWriter(
-            client,
-            self.jobs,
-            self.parts.retry,
-            max_delay=bound,
-            start_delay=bound,
-            writes=self.writes,
-        )
-        self.puts: list[int] = []  # the codes of our status PUTs
+        self.requests: list[tuple[str, int]] = []  # (method, code) of every request
         client.on_response = self._answered
         self.tasks: list[asyncio.Task[None]] = []
-        self.stored: list[str] = []
 
     def _answered(self, method: str, code: int) -> None:
-        if method == "PUT":
-            self.puts.append(code)
+        self.requests.append((method, code))
+
+    def sent(self, method: str) -> list[int]:
+        """The codes of the requests sent with `method`."""
+        return [code for m, code in self.requests if m == method]
 
     def start(self, *work: Any) -> None:
         self.tasks += [asyncio.create_task(w) for w in work]
 
     async def informers(self) -> None:
-        caches = self.parts.caches
-        self.start(caches.jobs.run(), caches.pods.run(), caches.services.run())
+        """Start (or resume: each watches on from where it stopped) the three caches."""
+        caches = self.caches
+        work = (caches.jobs.run(), caches.pods.run(), caches.services.run())
+        self._informers = [asyncio.create_task(w) for w in work]
         for informer in (caches.jobs, caches.pods, caches.services):
             await asyncio.wait_for(informer.synced.wait(), 10)
 
+    async def pause(self) -> None:
+        """Stop the caches' watches: what happens now is not seen until `informers()`."""
+        for task in self._informers:
+            task.cancel()
+        await asyncio.gather(*self._informers, return_exceptions=True)
+
     async def stop(self) -> None:
+        await self.pause()
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
-    async def job(self, name: str) -> TFJob:
-        manifest = tfjob(name, self.namespace, {"Worker": replica(1)})
+    async def job(self, name: str, workers: int = 1) -> TFJob:
+        manifest = tfjob(name, self.namespace, {"Worker": replica(workers)})
         await self.client.create(TFJOBS, self.namespace, manifest)
         key = f"{self.namespace}/{name}"
         await until(lambda: self.jobs.get(key) is not None)
@@ -73,9 +75,6 @@ class Lane:
 
     async def server_status(self, name: str) -> JobStatus:
         return decode_tfjob(await self.client.get(TFJOBS, self.namespace, name)).status
-
-    def note(self, what: str) -> Any:
-        return lambda: self.stored.append(what)
 
 
 async def until(condition: Any, within: float = 10.0) -> None:

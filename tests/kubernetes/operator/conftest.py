@@ -26,7 +26,7 @@ async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
 
 @pytest.fixture
 async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncIterator[Lane]:
-    built = Lane(client, namespace, bound=0.5)
+    built = Lane(client, namespace)
     await built.informers()
     yield built
     await built.stop()

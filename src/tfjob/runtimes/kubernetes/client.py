@@ -434,16 +434,16 @@ class KubeClient:
 
     async def delete(
         self, resource: Resource, namespace: str, name: str, *, propagation: str = ""
-    ) -> bool:
-        """Delete; False if it was already gone (404 is not an error here)."""
+    ) -> bytes | None:
+        """Delete; the API server's answer (the object as deleted, or as marked for
+        deletion), None if it was already gone (404 is not an error here)."""
         body = {"propagationPolicy": propagation} if propagation else None
         try:
-            await self._send("DELETE", resource.path(namespace, name), body=body)
+            return await self._send("DELETE", resource.path(namespace, name), body=body)
         except ApiError as error:
             if error.not_found:
-                return False
+                return None
             raise
-        return True
 
     # -- internals --------------------------------------------------------------------
 

@@ -1,34 +1,24 @@
 """An informer: a local cache of one resource, kept current by list-then-watch.
 
-Why ours: lightkube has no informer, and the official client's is thread-based. This
-one is a single asyncio task per resource:
-- it lists (in pages, so a big cluster is never one huge response; the next page is
-  asked for as soon as a page's first bytes name it, and the first list puts each
-  page in the cache as it is decoded), then watches from the list's resourceVersion
-  with bookmarks on, so a quiet watch still advances its resourceVersion and a
-  reconnect rarely needs a relist;
-- every list is a consistent one (no resourceVersion), first or after a 410: the API
-  server serves its first page from its watch cache, and the continued ones too while
-  the resource has recent changes there (else from etcd, decoding each object again).
-  client-go's resourceVersion "0" would be served from the same cache, but in ONE
-  answer whatever the limit (all 40,000 pods of a 10,000-job cluster: 101 MB of
-  JSON), so it is not used;
-- a codec may read its list pages in another encoding than JSON (`Codec.list_accept`:
-  pods are listed as protobuf, about half the API server's CPU, see pod_proto.py);
-  watch events are always JSON;
-- `metadata_only` lists and watches PartialObjectMetadata (for services: the
-  operator reads only their metadata), so the API server sends less (and, for
-  these, uncompressed is cheaper for both sides) and the decode into the same
-  projection is unchanged;
+One asyncio task per resource (lightkube has no informer; the official client's is
+thread-based):
+- it lists in pages, asking for the next page as soon as a page's first bytes name it
+  (the first list fills the cache page by page), then watches from the list's
+  resourceVersion with bookmarks on, so a quiet watch still advances;
+- every list is a consistent one (no resourceVersion): client-go's "0" would be served
+  in one answer whatever the limit;
+- a codec may read list pages in another encoding (`Codec.list_accept`: pods come as
+  protobuf); watch events are always JSON; `metadata_only` lists and watches
+  PartialObjectMetadata (services: the operator reads only their metadata);
 - a dropped connection resumes the watch from the last resourceVersion seen, after an
-  exponential backoff with jitter (so a restarted API server is not stampeded);
-- 410 Gone (the resourceVersion was compacted away) relists, and the difference
-  between the old cache and the new list is delivered as adds, updates and deletes, so
-  handlers never miss a deletion that happened while disconnected;
-- indexers answer "the pods of job ns/name" without scanning the cache;
-- `write_through` puts the object our own write returned into the cache at once, so
-  the next reconcile sees its own status even before the watch event arrives, and a
-  late watch event never moves the cache backwards.
+  exponential backoff with jitter; 410 Gone relists and reports the differences
+  between the old cache and the new list as adds, updates and deletes;
+- `resource_version` is the last revision the cache is known to hold: what
+  consistency.py compares our own writes with;
+- an update that does not change an object's resourceVersion (a relist) is no change
+  and calls no handler;
+- indexers answer "the pods of job ns/name" without scanning the cache.
+Why the page size and the pages' encodings: docs/decisions/.
 """
 
 from __future__ import annotations
@@ -59,12 +49,7 @@ log = structlog.get_logger("tfjob.informer")
 
 RECONNECT_FIRST = 0.8  # seconds before the first re-list or re-watch, doubling...
 RECONNECT_CAP = 30.0  # ...up to this, each stretched by up to 100% (jitter)
-# Objects per list page. The API server (v1.36) serves a list from its watch cache
-# (continued pages: while the resource has recent changes there), and each page walks
-# the rest of the list there: pages of 2,000 took a restart with 40,000 pods and 40,000
-# services from 3.7-7.1 s of API server CPU (pages of 500) to 2.8-3.3 s. A page of
-# 2,000 pods is ~5 MB of JSON (docs/kubernetes-runtime.md).
-PAGE_SIZE = 2000
+PAGE_SIZE = 2000  # objects per list page (a page of pods is ~5 MB of JSON)
 
 IndexFunc = Callable[[T], "str | None"]
 
@@ -86,6 +71,11 @@ class _RvOnly(msgspec.Struct):
 
 
 _rv_only = msgspec.json.Decoder(_RvOnly)
+
+
+def resource_version_of(raw: bytes) -> str:
+    """The resourceVersion of an object as the API server sent it ("" if none)."""
+    return _rv_only.decode(raw).metadata.resourceVersion
 
 
 def object_key(namespace: str, name: str) -> str:
@@ -165,17 +155,6 @@ class Informer(Generic[T]):
     def __len__(self) -> int:
         return len(self._store)
 
-    def write_through(self, obj: T) -> bool:
-        """Cache what our own write returned, if it is newer than the cached copy."""
-        key = key_of(obj)
-        current = self._store.get(key)
-        if current is None:
-            return False  # deleted meanwhile: do not resurrect it
-        if not is_newer(obj.metadata.resource_version, current.metadata.resource_version):
-            return False
-        self._put(key, obj, current)
-        return True
-
     # -- running ---------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -231,11 +210,8 @@ class Informer(Generic[T]):
             label_selector=self._selector,
             limit=self._page_size,
             accept=METADATA_LIST if self._metadata_only else self._codec.list_accept,
-            # Metadata-only pages come uncompressed: listing 40,000 services so cost the
-            # API server 1.2-1.3 s of CPU instead of 2.0-2.7 s on an idle cluster (0.7-1.0 s
-            # instead of 0.8-1.3 s with recent changes), and this process less too.
-            # Full objects stay gzipped: 40,000 pods uncompressed cost a client 1.1-1.3 s
-            # of CPU instead of 0.5-0.6 s (docs/kubernetes-runtime.md).
+            # Metadata-only pages are cheaper uncompressed for both sides; full objects
+            # are not (docs/decisions/).
             compressed=not self._metadata_only,
         )
         async with contextlib.aclosing(listing):
@@ -288,7 +264,7 @@ class Informer(Generic[T]):
         if event.type == "ERROR":
             status = decode_status(raw)
             raise ApiError(status.code, status.reason, status.message)
-        version = _rv_only.decode(raw).metadata.resourceVersion
+        version = resource_version_of(raw)
         if event.type != "BOOKMARK":
             self._apply(event.type, raw)
         if version:
@@ -318,10 +294,10 @@ class Informer(Generic[T]):
     def _upsert(self, obj: T) -> None:
         key = key_of(obj)
         current = self._store.get(key)
-        if current is not None and is_newer(
-            current.metadata.resource_version, obj.metadata.resource_version
+        if current is not None and (
+            current.metadata.resource_version == obj.metadata.resource_version
         ):
-            return  # we already hold a later version (written through)
+            return  # the same object again (a relist): no change
         self._put(key, obj, current)
         for handlers in self._handlers:
             if current is None:

@@ -78,7 +78,7 @@ class JobsApi:
         found = await self._checked(
             self.client.delete(TFJOBS, self.namespace, name, propagation="Background")
         )
-        if not found:
+        if found is None:
             raise NoSuchJob(self.namespace, name)
 
     # -- what belongs to a job ----------------------------------------------------------

@@ -9,9 +9,9 @@ Start-up order matters:
    GC otherwise re-scans it on every collection: most of a big decode's time); what
    start-up made before the lists is frozen before them;
 5. run N workers.
-Shutdown (SIGTERM/SIGINT): stop handing out work, let in-flight reconciles finish,
-write the statuses still pending and the recorded events (both bounded, at the same
-time: they have budgets of their own), release the Lease, exit 0. Losing the Lease exits 1
+Shutdown (SIGTERM/SIGINT): stop handing out work, let in-flight reconciles finish
+(each writes its own status), write the recorded events (bounded), release the
+Lease, exit 0. Losing the Lease exits 1
 at once, as client-go does, so a new leader never overlaps with us for long.
 """
 
@@ -37,25 +37,23 @@ from tfjob.api.observed import Pod, Service
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.consistency import JobCaches
 from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_PROTO_CODEC, SERVICE_CODEC
 from tfjob.runtimes.kubernetes.events import EventRecorder
-from tfjob.runtimes.kubernetes.expectations import Expectations
 from tfjob.runtimes.kubernetes.gang import GangGroups, GangUnavailable
-from tfjob.runtimes.kubernetes.handlers import JOB_INDEX, Wiring, owning_job
+from tfjob.runtimes.kubernetes.handlers import Wiring
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.leader import LeaderConfig, LeaderElector, LeadershipLost
 from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.reconciler import Caches, Reconciler
+from tfjob.runtimes.kubernetes.reconciler import Reconciler
 from tfjob.runtimes.kubernetes.resources import OWNED_SELECTOR, PODS, SERVICES, TFJOBS
 from tfjob.runtimes.kubernetes.server import Servers
-from tfjob.runtimes.kubernetes.status_writer import StatusWriter
 from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.operator")
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-EVENT_FLUSH_SECONDS = 20.0  # with STATUS_FLUSH_SECONDS, inside a 30 s grace period
-STATUS_FLUSH_SECONDS = 5.0
+EVENT_FLUSH_SECONDS = 20.0  # inside a 30 s grace period
 LOST_LEASE_EVENT_FLUSH_SECONDS = 1.0
 
 
@@ -95,14 +93,13 @@ class Operator:
         self.metrics = Metrics()
         client.on_response = self.metrics.count_request
         self.queue = WorkQueue(hooks=self.metrics.queue_hooks())
-        self.expectations = Expectations()
-        # Creates and deletes in flight: statuses and Events both yield to them.
+        # Creates and deletes in flight: Events yield to them.
         self.writes = ReconcileWrites()
         self.recorder = EventRecorder(
             client.with_own_budget(), registry=self.metrics.registry, writes=self.writes
         )
         ns = options.namespace
-        self.caches = Caches(
+        self.caches = JobCaches(
             jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns),
             pods=Informer(
                 client, PODS, POD_PROTO_CODEC, namespace=ns, label_selector=OWNED_SELECTOR
@@ -117,11 +114,6 @@ class Operator:
             ),
         )
         self._wire()
-        # A status reporting what pods did goes out at once, even beside creates: holding
-        # it 0.1 s kept the race's Running reaction p50 at ~270 ms instead of ~160 ms.
-        self.status = StatusWriter(
-            client, self.caches.jobs, self.retry, max_delay=0.0, writes=self.writes
-        )
         self.gang = (
             GangGroups(client, self.recorder, self.metrics, options.gang_scheduler_name)
             if options.gang_scheduler_name
@@ -130,14 +122,13 @@ class Operator:
         self.reconciler = Reconciler(
             client=client,
             caches=self.caches,
-            expectations=self.expectations,
             recorder=self.recorder,
             metrics=self.metrics,
             settings=Settings(
                 cluster_domain=options.cluster_domain,
                 gang_scheduler_name=options.gang_scheduler_name,
             ),
-            status=self.status,
+            writes=self.writes,
             parallelism=options.parallelism,
             gang=self.gang,
         )
@@ -164,12 +155,10 @@ class Operator:
         self._synced = False
 
     def _wire(self) -> None:
-        wiring = Wiring(self.queue, self.expectations, self.recorder, self.metrics)
+        wiring = Wiring(self.queue, self.recorder, self.metrics)
         self.caches.jobs.add_handlers(wiring.job_handlers())
-        self.caches.pods.add_index(JOB_INDEX, owning_job)
-        self.caches.services.add_index(JOB_INDEX, owning_job)
-        self.caches.pods.add_handlers(wiring.owned_handlers("pods", Pod))
-        self.caches.services.add_handlers(wiring.owned_handlers("services", Service))
+        self.caches.pods.add_handlers(wiring.owned_handlers(Pod))
+        self.caches.services.add_handlers(wiring.owned_handlers(Service))
 
     def synced(self) -> bool:
         return self._synced
@@ -207,7 +196,6 @@ class Operator:
             asyncio.create_task(self.caches.jobs.run(), name="informer-tfjobs"),
             asyncio.create_task(self.queue.run_timer(), name="queue-timer"),
             asyncio.create_task(self.recorder.run(), name="events"),
-            asyncio.create_task(self.status.run(), name="statuses"),
         ]
         if self.elector is not None:
             background.append(asyncio.create_task(self.elector.hold(), name="lease"))
@@ -218,16 +206,12 @@ class Operator:
                 for number in range(self.options.workers):
                     group.create_task(self._work(), name=f"worker-{number}")
                 group.create_task(self._stop_when(stop, background))
-            # Statuses and Events have budgets of their own: flush both at once, within
-            # the pod's 30 s grace period. When the Lease is lost, no statuses (a new
-            # leader may be writing them) and only a moment for Events: exit promptly.
-            if _failed(background):
-                await self.recorder.flush(LOST_LEASE_EVENT_FLUSH_SECONDS)
-            else:
-                await asyncio.gather(
-                    self.recorder.flush(EVENT_FLUSH_SECONDS),
-                    self.status.flush(STATUS_FLUSH_SECONDS),
-                )
+            # Events within the pod's 30 s grace period; when the Lease is lost, only a
+            # moment for them: exit promptly.
+            lost = _failed(background)
+            await self.recorder.flush(
+                LOST_LEASE_EVENT_FLUSH_SECONDS if lost else EVENT_FLUSH_SECONDS
+            )
             return self._exit_code(background)
         finally:
             for task in background:
@@ -291,10 +275,10 @@ class Operator:
                 structlog.contextvars.clear_contextvars()
 
     def retry(self, key: str, error: Exception) -> None:
-        """Hand `key` back to the queue after `error` (from a reconcile or a status
-        write), by its kind: a PermanentError is given up (the job's next watch event
-        brings it back), a TemporaryError with a `delay` comes back after it, anything
-        else (a bug included) with per-key exponential backoff."""
+        """Hand `key` back to the queue after `error` from a reconcile, by its kind:
+        a PermanentError is given up (the job's next watch event brings it back), a
+        TemporaryError with a `delay` comes back after it, anything else (a bug
+        included) with per-key exponential backoff."""
         text = str(error) or repr(error)
         if isinstance(error, PermanentError):
             log.error("reconcile failed, not retrying", error=text)

@@ -1,17 +1,18 @@
 """One reconcile of one TFJob on Kubernetes: observe, ask the core, act, record.
 
-The decisions are the core's (`tfjob.core.reconcile`); this module only turns a Plan
-into API calls, in the order that keeps the cluster consistent:
-- nothing is done for a job whose expectations are pending (the cache lags our own
-  writes), or that is being deleted;
+The decisions are the core's (`tfjob.core.reconcile`); this module reads one job's
+view from the caches (consistency.py), turns the Plan into API calls in the order
+that keeps the cluster consistent, and hands the caches what it wrote:
+- nothing is done for a job whose view is held (the caches lag our own writes), or
+  that is being deleted;
 - a job whose spec the core cannot read, or whose first pods the API server refuses
   in a dry run (admission.py), is marked Failed instead of being retried forever;
-- `status_first` plans write status before acting, because the status records a
-  restart count read from a pod the actions delete;
-- each create or delete raises its expectation before the request is sent;
-- any other status change is handed to the StatusWriter, which writes it behind the
-  creates and deletes (status_writer.py); decisions are made from the cached job with
-  its unwritten status laid over it, and never while its status is on the wire.
+- the status is written once, where the plan needs it (`_steps`): before the actions
+  when it records what they destroy (`status_first`: a restart counted from a pod the
+  actions delete), before deleting the job (its last word), otherwise after them (a
+  job's pods come before the status that describes them);
+- a failed status write stops the actions after it.
+docs/consistency.md lists the rules and what each one guards.
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
 from tfjob.api import constants as c
 from tfjob.api.errors import PermanentError, TemporaryError
-from tfjob.api.observed import Pod, Service
-from tfjob.api.types import ObjectMeta, TFJob
+from tfjob.api.observed import Pod
+from tfjob.api.types import JobStatus, ObjectMeta, TFJob
 from tfjob.core import conditions
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
@@ -44,17 +44,17 @@ from tfjob.core.plan import (
 from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
 from tfjob.core.settings import Settings
+from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.admission import DryRun
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
+from tfjob.runtimes.kubernetes.consistency import Held, JobCaches, JobView
 from tfjob.runtimes.kubernetes.decode import UndecodableJob
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
-from tfjob.runtimes.kubernetes.expectations import Expectations, Kind
 from tfjob.runtimes.kubernetes.gang import GangGroups
-from tfjob.runtimes.kubernetes.handlers import JOB_INDEX
-from tfjob.runtimes.kubernetes.informer import Informer
+from tfjob.runtimes.kubernetes.informer import resource_version_of
 from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
-from tfjob.runtimes.kubernetes.status_writer import StatusWriter
+from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
 
 log = structlog.get_logger("tfjob.reconciler")
 
@@ -101,11 +101,14 @@ class Result:
 DONE = Result()
 
 
-@dataclass
-class Caches:
-    jobs: Informer[TFJob | UndecodableJob]
-    pods: Informer[Pod]
-    services: Informer[Service]
+@dataclass(frozen=True)
+class WriteStatus:
+    """The plan's status, as a step among its actions (see `_steps`)."""
+
+    status: JobStatus
+
+
+Step = Action | WriteStatus
 
 
 class Reconciler:
@@ -115,12 +118,11 @@ class Reconciler:
         self,
         *,
         client: KubeClient,
-        caches: Caches,
-        expectations: Expectations,
+        caches: JobCaches,
         recorder: EventRecorder,
         metrics: Metrics,
         settings: Settings,
-        status: StatusWriter,
+        writes: ReconcileWrites,
         parallelism: int = 16,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         gang: GangGroups | None = None,
@@ -128,12 +130,11 @@ class Reconciler:
     ) -> None:
         self._client = client
         self._caches = caches
-        self._expectations = expectations
+        self._status = StatusWriter(client)
         self._recorder = recorder
         self._metrics = metrics
         self._settings = settings
-        self._status = status
-        self._writes = status.writes  # statuses and Events yield to what is marked here
+        self._writes = writes  # Events yield to the creates and deletes marked here
         self._parallelism = parallelism
         self._clock = clock
         self._gang = gang
@@ -141,71 +142,61 @@ class Reconciler:
 
     async def reconcile(self, key: str) -> Result:
         """Bring job `key` one step closer to what the core wants; say when to look again."""
-        # Not while its status is on the wire: once written, the cache holds it.
-        await self._status.settled(key)
-        cached = self._caches.jobs.get(key)
-        if cached is None:
-            self._expectations.forget(key)
-            self._status.discard(key)
+        view = self._caches.view(key)
+        if view is None:
             return DONE
-        if cached.metadata.deletion_timestamp is not None:
+        if isinstance(view, Held):
+            # The watch event that catches the caches up queues the job; this is only
+            # the safety net for a lost one.
+            return Result(requeue_after=view.seconds + 0.001)
+        if view.job.metadata.deletion_timestamp is not None:
             return DONE
-        if isinstance(cached, UndecodableJob):
-            await self._reject(cached)
-            return DONE
-        if not self._expectations.satisfied(key):
-            # The watch events we wait for will queue the job; this is only the
-            # safety net for lost events (expectations expire).
-            return Result(requeue_after=self._expectations.time_left(key) + 0.001)
-        return await self._carry_out(key, cached)
+        try:
+            return await self._carry_out(view)
+        finally:
+            self._caches.hold(view)
 
     # -- one plan ---------------------------------------------------------------------
 
-    async def _carry_out(self, key: str, cached: TFJob) -> Result:
-        job = self._status.decided_from(key, cached)  # the latest decided status
-        pods = self._caches.pods.by_index(JOB_INDEX, key)
-        services = self._caches.services.by_index(JOB_INDEX, key)
-        groups = await self._gang.observe(*key.split("/", 1)) if self._gang else []
+    async def _carry_out(self, view: JobView) -> Result:
+        job = view.job
+        if isinstance(job, UndecodableJob):
+            readable = TFJob(metadata=job.metadata, status=job.status)
+            await self._reject(view, readable, job.error)
+            return DONE
+        groups = await self._gang.observe(*view.key.split("/", 1)) if self._gang else []
         try:
-            plan = decide(job, pods, services, self._clock(), self._settings, groups)
+            plan = decide(job, view.pods, view.services, self._clock(), self._settings, groups)
             renderer = PodRenderer(job, self._settings)  # the plan's pods, made as created
-            refusal = await self._admission_refusal(job, bool(pods), plan, renderer)
+            refusal = await self._admission_refusal(job, bool(view.pods), plan, renderer)
         except _SPEC_ERRORS as error:
             # The core is pure: an exception means a spec it could not read. Retrying
             # would raise it again forever, so the job fails, naming what was read.
             refusal = f"its spec could not be read ({type(error).__name__}: {error})"
         if refusal is not None:
-            await self._reject(cached, job, refusal)
+            await self._reject(view, job, refusal)
             return DONE
         ref = _ref(job.metadata)
-        await self._store_status(key, cached, plan, lambda: self._count(job, pods, plan))
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
-        errors, job_deleted = await self._act(key, ref, plan.actions, renderer)
+        if not plan.status_changed:
+            self._count(job, view.pods, plan)
+        errors, job_deleted = await self._act(view, ref, plan, renderer)
         if errors:
             raise _failure(errors)
         return Result(requeue_after=None if job_deleted else plan.requeue_after)
 
-    async def _store_status(
-        self, key: str, cached: TFJob, plan: Plan, count: Callable[[], None]
-    ) -> None:
-        """Write the plan's status now (`status_first`), or behind the actions.
-
-        The metrics are counted once the status they follow from is stored. A job
-        about to be deleted gets its pending status stored first (its last word, and
-        the metrics counted with it); the plan's own status is not written, as there
-        is nothing left to write it to.
-        """
-        deletes_job = any(isinstance(a, DeleteJob) for a in plan.actions)
-        if deletes_job:
-            await self._status.write_pending(key)
-        if plan.status_changed and plan.status_first:
-            await self._status.write(cached, plan.status, count)
-        elif plan.status_changed and not deletes_job:
-            creates = any(isinstance(a, CreatePod | CreateService) for a in plan.actions)
-            self._status.defer(cached, plan.status, count, with_creates=creates)
-        else:
-            count()
+    async def _write_status(self, view: JobView, job: TFJob, plan: Plan) -> None:
+        """Write the plan's status; the metrics that follow from it are counted once
+        it is stored."""
+        try:
+            version = await self._status.write(job.metadata, job.status, plan.status)
+        except StatusConflict as conflict:
+            view.wrote(TFJOBS, conflict.resource_version)
+            raise
+        if version is not None:
+            view.wrote(TFJOBS, version)
+            self._count(job, view.pods, plan)
 
     def _count(self, job: TFJob, pods: list[Pod], plan: Plan) -> None:
         ns = job.metadata.namespace
@@ -228,50 +219,54 @@ class Reconciler:
     # -- actions ----------------------------------------------------------------------
 
     async def _act(
-        self, key: str, ref: ObjectRef, actions: Sequence[Action], pods: PodRenderer
+        self, view: JobView, ref: ObjectRef, plan: Plan, pods: PodRenderer
     ) -> tuple[list[Exception], bool]:
-        """Carry out `actions` in order; runs of creates/deletes go out concurrently."""
+        """Carry out the plan's steps in order; runs of creates/deletes go out
+        concurrently. A failed status write ends the plan there."""
         errors: list[Exception] = []
         gate = asyncio.Semaphore(self._parallelism)
 
         async def bounded(action: Action) -> Exception | None:
             async with gate:
-                return await self._one(key, ref, action, pods)
+                return await self._one(view, ref, action, pods)
 
         job_deleted = False
-        for wave in _waves(actions):
-            with self._writes.acting():  # statuses and Events wait behind these
+        for wave in _waves(_steps(plan)):
+            first = wave[0]
+            if isinstance(first, WriteStatus):
+                assert isinstance(view.job, TFJob)
+                await self._write_status(view, view.job, plan)
+                continue
+            with self._writes.acting():  # Events wait behind these
                 if len(wave) == 1:
-                    results = [await self._one(key, ref, wave[0], pods)]
+                    results = [await self._one(view, ref, first, pods)]
                 else:
-                    results = await asyncio.gather(*(bounded(a) for a in wave))
+                    results = await asyncio.gather(*(bounded(a) for a in wave))  # type: ignore[arg-type]
             errors += [r for r in results if r is not None]
-            job_deleted = job_deleted or (isinstance(wave[0], DeleteJob) and not results[0])
+            job_deleted = job_deleted or (isinstance(first, DeleteJob) and not results[0])
         return errors, job_deleted
 
     async def _one(
-        self, key: str, ref: ObjectRef, action: Action, pods: PodRenderer
+        self, view: JobView, ref: ObjectRef, action: Action, pods: PodRenderer
     ) -> Exception | None:
         if isinstance(action, CreatePod | CreateService):
-            return await self._create(key, ref, action, pods)
+            return await self._create(view, ref, action, pods)
         if isinstance(action, DeleteJob):
             return await self._delete_job(ref)
         if isinstance(action, CreateGroup | UpdateGroup | DeleteGroup):
             assert self._gang is not None, "group actions only come with gang scheduling on"
             return await self._gang.act(ref, action)
-        return await self._delete(key, ref, action)
+        return await self._delete(view, ref, action)
 
     async def _create(
-        self, key: str, ref: ObjectRef, action: CreatePod | CreateService, pods: PodRenderer
+        self, view: JobView, ref: ObjectRef, action: CreatePod | CreateService, pods: PodRenderer
     ) -> Exception | None:
-        kind, resource, noun = _what(action)
+        resource, noun = _what(action)
         name = action.name
-        self._expectations.expect_create(key, kind, name)
         try:
             manifest = pods.manifest(action) if isinstance(action, CreatePod) else action.manifest
-            await self._client.create(resource, ref.namespace, manifest)
+            raw = await self._client.create(resource, ref.namespace, manifest)
         except ApiError as error:
-            self._expectations.created(key, kind, name)
             if error.already_exists:
                 return None  # fixed names: it is there, which is what we wanted
             return self._create_failed(ref, noun, error)
@@ -279,13 +274,13 @@ class Reconciler:
             # As upstream: the request may have gone through; the watch will tell.
             return None
         except TransportError as error:
-            self._expectations.created(key, kind, name)
             return self._create_failed(ref, noun, error)
+        view.wrote(resource, resource_version_of(raw))
         capital = noun.capitalize()
         self._recorder.record(
             ref, "Normal", f"SuccessfulCreate{capital}", f"Created {noun}: {name}"
         )
-        if kind == "pods":
+        if resource is PODS:
             self._metrics.created_pods.inc()
         else:
             self._metrics.services_created.inc()
@@ -299,32 +294,24 @@ class Reconciler:
             self._metrics.services_failed.inc()
         return error
 
-    async def _delete(self, key: str, ref: ObjectRef, action: Action) -> Exception | None:
-        kind, resource, noun = _what(action)
+    async def _delete(self, view: JobView, ref: ObjectRef, action: Action) -> Exception | None:
+        resource, noun = _what(action)
         name = action.name  # type: ignore[union-attr]
-        self._expectations.expect_delete(key, kind, name)
         try:
-            existed = await self._client.delete(resource, ref.namespace, name)
+            raw = await self._client.delete(resource, ref.namespace, name)
         except (ApiError, TransportError) as error:
-            self._expectations.deleted(key, kind, name)
             self._recorder.record(
                 ref, "Warning", f"FailedDelete{noun.capitalize()}", f"Error deleting: {error}"
             )
             return error
-        if not existed and not self._cached(resource, ref.namespace, name):
-            # Already gone and already out of the cache: no watch event will come.
-            self._expectations.deleted(key, kind, name)
-        if kind == "pods":
+        if raw is not None:
+            view.wrote(resource, resource_version_of(raw))
+        if resource is PODS:
             self._metrics.deleted_pods.inc()
         self._recorder.record(
             ref, "Normal", f"SuccessfulDelete{noun.capitalize()}", f"Deleted {noun}: {name}"
         )
         return None
-
-    def _cached(self, resource: Resource, namespace: str, name: str) -> bool:
-        informer: Informer[Any] = self._caches.pods if resource is PODS else self._caches.services
-        obj = informer.get(f"{namespace}/{name}")
-        return obj is not None and obj.metadata.deletion_timestamp is None
 
     async def _delete_job(self, ref: ObjectRef) -> Exception | None:
         try:
@@ -347,42 +334,51 @@ class Reconciler:
             return None
         return await self._dry_run.refusal(job.metadata, plan.actions, pods)
 
-    async def _reject(
-        self, cached: TFJob | UndecodableJob, job: TFJob | None = None, problems: str = ""
-    ) -> None:
+    async def _reject(self, view: JobView, job: TFJob, problems: str) -> None:
         """Mark a TFJob that cannot run Failed, naming the field, instead of retrying
         it forever (the core decides the condition and the event)."""
-        if isinstance(cached, UndecodableJob):
-            job, problems = TFJob(metadata=cached.metadata, status=cached.status), cached.error
-        assert job is not None
         plan = reject(job, self._clock(), problems)
         ref = _ref(job.metadata)
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
         if plan.status_changed:
-            await self._status.write(cached, plan.status, lambda: self._count(job, [], plan))
+            await self._write_status(view, job, plan)
 
 
-def _waves(actions: Sequence[Action]) -> list[list[Action]]:
-    """Maximal runs of pod/service actions (order-free among themselves); a DeleteJob
-    or a gang group action stands alone, after everything before it."""
-    waves: list[list[Action]] = []
-    for action in actions:
-        if _alone(action) or not waves or _alone(waves[-1][0]):
-            waves.append([action])
+def _steps(plan: Plan) -> list[Step]:
+    """The plan's actions with its status write where it must go (module docstring)."""
+    actions: list[Step] = list(plan.actions)
+    if not plan.status_changed:
+        return actions
+    write = WriteStatus(plan.status)
+    if plan.status_first:
+        return [write, *actions]
+    for at, action in enumerate(actions):
+        if isinstance(action, DeleteJob):
+            return [*actions[:at], write, *actions[at:]]
+    return [*actions, write]
+
+
+def _waves(steps: Sequence[Step]) -> list[list[Step]]:
+    """Maximal runs of pod/service actions (order-free among themselves); a status
+    write, a DeleteJob or a gang group action stands alone, after everything before it."""
+    waves: list[list[Step]] = []
+    for step in steps:
+        if _alone(step) or not waves or _alone(waves[-1][0]):
+            waves.append([step])
         else:
-            waves[-1].append(action)
+            waves[-1].append(step)
     return waves
 
 
-def _alone(action: Action) -> bool:
-    return isinstance(action, DeleteJob | CreateGroup | UpdateGroup | DeleteGroup)
+def _alone(step: Step) -> bool:
+    return isinstance(step, WriteStatus | DeleteJob | CreateGroup | UpdateGroup | DeleteGroup)
 
 
-def _what(action: Action) -> tuple[Kind, Resource, str]:
+def _what(action: Action) -> tuple[Resource, str]:
     if isinstance(action, CreatePod | DeletePod):
-        return "pods", PODS, "pod"
-    return "services", SERVICES, "service"
+        return PODS, "pod"
+    return SERVICES, "service"
 
 
 def _ref(meta: ObjectMeta) -> ObjectRef:

@@ -1,0 +1,237 @@
+"""The shell's consistency rule against the real API server (in-process, no operator).
+
+What it must guarantee (runtimes/kubernetes/consistency.py, docs/consistency.md):
+after a reconcile's own writes the job is held until the caches show them, so the next
+reconcile neither repeats a create nor decides from a status older than its own (it
+would stamp startTime again); a hold ends when the watch catches up, or after its
+timeout when it never does; a status someone else changed is never overwritten, while
+a metadata change alone does not stop ours; a deleted job's status is no error.
+The informers are paused (their watches stopped) where a test needs the caches to lag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from tests.support.kubelet import FakeKubelet
+from tests.support.operators import replica, tfjob
+from tests.support.status_lane import Lane, until
+from tfjob.api.errors import PermanentError, TemporaryError
+from tfjob.api.types import JobCondition, JobStatus, TFJob
+from tfjob.core.settings import Settings
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
+from tfjob.runtimes.kubernetes.consistency import Held, JobView
+from tfjob.runtimes.kubernetes.reconciler import Reconciler
+from tfjob.runtimes.kubernetes.resources import TFJOBS
+from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
+
+START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _reconciler(lane: Lane, client: KubeClient, now: list[datetime]) -> Reconciler:
+    parts = lane.parts
+    return Reconciler(
+        client=client,
+        caches=parts.caches,
+        recorder=parts.recorder,
+        metrics=parts.metrics,
+        settings=Settings(),
+        writes=parts.writes,
+        clock=lambda: now[0],
+    )
+
+
+def _theirs() -> JobStatus:
+    stamp = "2025-06-01T00:00:00Z"
+    condition = JobCondition(
+        type="Created",
+        status="True",
+        reason="Theirs",
+        message="written by someone else",
+        last_update_time=stamp,
+        last_transition_time=stamp,
+    )
+    return JobStatus(conditions=[condition], start_time=stamp)
+
+
+def _view(lane: Lane, key: str) -> JobView:
+    view = lane.caches.view(key)
+    assert isinstance(view, JobView), view
+    return view
+
+
+async def test_a_job_is_held_until_the_caches_show_its_writes(
+    lane: Lane, client: KubeClient
+) -> None:
+    """Without the hold the second reconcile would see no pod (and create it again)
+    and no status (and stamp startTime and Created again, 10 s later)."""
+    now = [START]
+    reconciler = _reconciler(lane, client, now)
+    await lane.job("held")
+    key = f"{lane.namespace}/held"
+    await lane.pause()
+    lane.requests.clear()
+    result = await reconciler.reconcile(key)
+    assert result.requeue_after is None  # the watch, not a timer, brings it back
+    posts = lane.sent("POST")  # the dry runs of its first pod and service, then them
+    assert posts == [201] * 4
+    assert lane.sent("PUT") == [200]  # its status, once, after them
+
+    held = lane.caches.view(key)
+    assert isinstance(held, Held) and 0 < held.seconds <= lane.caches.hold_seconds
+    again = await reconciler.reconcile(key)  # the caches lag: nothing is decided
+    assert again.requeue_after is not None and again.requeue_after > 0
+    assert len(lane.requests) == 5
+
+    await lane.informers()  # the watches resume and catch up
+    await until(lambda: isinstance(lane.caches.view(key), JobView))
+    view = _view(lane, key)
+    assert [p.metadata.name for p in view.pods] == ["held-worker-0"]
+    assert view.job.status.start_time == "2026-01-01T12:00:00Z"
+    now[0] = START + timedelta(seconds=10)
+    await reconciler.reconcile(key)
+    assert lane.sent("POST") == posts  # nothing created twice
+    status = await lane.server_status("held")
+    assert status.start_time == "2026-01-01T12:00:00Z"  # not stamped again
+    assert [c.last_transition_time for c in status.conditions] == ["2026-01-01T12:00:00Z"]
+
+
+async def test_a_restart_is_counted_before_its_pod_is_deleted_and_only_once(
+    lane: Lane, client: KubeClient, kubelet: FakeKubelet
+) -> None:
+    """A failed pod under ExitCode: its failure is written (restartCount, its UID in
+    countedPods) before the pod is deleted, and the job is held until the cache shows
+    the pod gone; the next reconcile makes its replacement and counts nothing again."""
+    reconciler = _reconciler(lane, client, [START])
+    manifest = tfjob("restart", lane.namespace, {"Worker": replica(1, "ExitCode")})
+    await client.create(TFJOBS, lane.namespace, manifest)
+    key = f"{lane.namespace}/restart"
+    await until(lambda: lane.jobs.get(key) is not None)
+    await reconciler.reconcile(key)
+    await until(lambda: isinstance(v := lane.caches.view(key), JobView) and len(v.pods) == 1)
+    await asyncio.to_thread(kubelet.fail, lane.namespace, "restart-worker-0", 137)
+
+    def failed() -> bool:
+        view = lane.caches.view(key)
+        return isinstance(view, JobView) and view.pods[0].status.phase == "Failed"
+
+    await until(failed)
+    uid = _view(lane, key).pods[0].metadata.uid
+    await lane.pause()
+    lane.requests.clear()
+    await reconciler.reconcile(key)
+    assert [method for method, _code in lane.requests] == ["PUT", "DELETE"]
+    status = await lane.server_status("restart")
+    assert (status.restart_count, status.counted_pods) == (1, [uid])
+    assert isinstance(lane.caches.view(key), Held)  # until the cache shows the pod gone
+
+    await lane.informers()
+    await until(lambda: isinstance(lane.caches.view(key), JobView))
+    assert _view(lane, key).pods == []
+    await reconciler.reconcile(key)  # the replacement
+    await until(lambda: isinstance(v := lane.caches.view(key), JobView) and len(v.pods) == 1)
+    replacement = _view(lane, key).pods[0]
+    assert replacement.metadata.uid != uid
+    status = await lane.server_status("restart")
+    assert (status.restart_count, status.counted_pods) == (1, [])
+
+
+async def test_a_hold_ends_after_its_timeout_when_the_watch_never_shows_the_writes(
+    lane: Lane, client: KubeClient
+) -> None:
+    lane.caches.hold_seconds = 0.3
+    reconciler = _reconciler(lane, client, [START])
+    await lane.job("lost")
+    key = f"{lane.namespace}/lost"
+    await lane.pause()  # as if the watch events were lost
+    await reconciler.reconcile(key)
+    assert isinstance(lane.caches.view(key), Held)
+    await asyncio.sleep(0.35)
+    assert isinstance(lane.caches.view(key), JobView)  # decided again from what is cached
+    lane.requests.clear()
+    with pytest.raises(StatusConflict):  # the stale status is not written over the new
+        await reconciler.reconcile(key)
+    assert sorted(lane.sent("POST")) == [409, 409]  # fixed names: AlreadyExists, no duplicate
+    assert (await lane.server_status("lost")).start_time == "2026-01-01T12:00:00Z"
+
+
+async def test_a_status_changed_by_someone_else_is_not_overwritten(
+    lane: Lane, client: KubeClient, kubeconfig: Path
+) -> None:
+    reconciler = _reconciler(lane, client, [START])
+    await lane.job("conflict")
+    key = f"{lane.namespace}/conflict"
+    await lane.pause()
+    other = KubeClient.connect(str(kubeconfig))  # another writer of the status
+    try:
+        theirs = {"status": msgspec.to_builtins(_theirs())}
+        await other.merge_patch(TFJOBS, lane.namespace, "conflict", theirs, subresource="status")
+    finally:
+        await other.close()
+    with pytest.raises(StatusConflict) as raised:
+        await reconciler.reconcile(key)
+    assert isinstance(raised.value, TemporaryError) and raised.value.delay == 0.0
+    assert (await lane.server_status("conflict")).conditions[0].reason == "Theirs"
+    assert isinstance(lane.caches.view(key), Held)  # until the cache shows their status
+    await lane.informers()
+    await until(lambda: isinstance(lane.caches.view(key), JobView))
+    assert _view(lane, key).job.status.conditions[0].reason == "Theirs"
+
+
+async def test_a_metadata_change_meanwhile_does_not_stop_the_status(
+    lane: Lane, client: KubeClient
+) -> None:
+    reconciler = _reconciler(lane, client, [START])
+    await lane.job("relabelled")
+    await lane.pause()
+    labels = {"metadata": {"labels": {"team": "x"}}}
+    await client.merge_patch(TFJOBS, lane.namespace, "relabelled", labels)
+    lane.requests.clear()
+    await reconciler.reconcile(f"{lane.namespace}/relabelled")
+    assert lane.sent("PUT") == [409, 200]  # the version moved, the status had not
+    assert (await lane.server_status("relabelled")).start_time == "2026-01-01T12:00:00Z"
+
+
+async def test_a_deleted_jobs_status_write_is_no_error(lane: Lane, client: KubeClient) -> None:
+    job = await lane.job("gone")
+    await client.delete(TFJOBS, lane.namespace, "gone")
+    written = await StatusWriter(client).write(job.metadata, job.status, _theirs())
+    assert written is None
+    await until(lambda: lane.caches.view(f"{lane.namespace}/gone") is None)
+
+
+async def test_the_worker_loop_retries_by_the_kind_of_error(lane: Lane) -> None:
+    """One place decides what a failure means for the queue (Operator.retry): a
+    permanent error is given up, a temporary one with a delay comes back after it, any
+    other error comes back with per-key backoff."""
+    queue = lane.queue
+    lane.start(queue.run_timer())
+    lane.parts.retry("ns/gave-up", TransportError("connection reset"))  # a first failure
+    assert await asyncio.wait_for(queue.get(), 5) == "ns/gave-up"  # after a short backoff
+    queue.done("ns/gave-up")
+    lane.parts.retry("ns/gave-up", PermanentError("cannot ever run"))
+    assert queue.retries("ns/gave-up") == 0  # its backoff forgotten
+    assert len(queue) == 0 and queue.delayed == 0  # and not queued again
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    lane.parts.retry("ns/later", TemporaryError("busy", delay=0.3))
+    lane.parts.retry("ns/backoff", ApiError(500, "InternalError", "try again"))
+    assert queue.retries("ns/backoff") == 1 and queue.retries("ns/later") == 0
+    got = set()
+    while "ns/later" not in got:
+        got.add(await asyncio.wait_for(queue.get(), 5))
+    assert loop.time() - asked >= 0.29
+    assert "ns/backoff" in got  # a short first backoff: before the 0.3 s delay
+
+
+def test_a_job_view_keeps_the_highest_version_written_per_resource() -> None:
+    view = JobView("ns/j", TFJob(), [], [])
+    view.wrote(TFJOBS, "120")
+    view.wrote(TFJOBS, "99")  # an earlier write answered later
+    view.wrote(TFJOBS, "")  # an answer without a version (a Status) holds nothing
+    assert view.written == {TFJOBS: "120"}
