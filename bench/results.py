@@ -54,7 +54,7 @@ def record(bench: str, figures: Mapping[str, Any]) -> Path:
         "commit": commit,
         "dirty": dirty,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"nproc": os.cpu_count(), "load": list(os.getloadavg())},
+        "machine": {"nproc": os.cpu_count(), "load": [round(x, 2) for x in os.getloadavg()]},
         "argv": sys.argv[1:],
         "figures": _rounded(dict(figures)),
     }
