@@ -605,7 +605,7 @@ async def restarts(
     )
     for round_ in range(args.restarts):
         # The first restart of a round tends to pay for a collection of the API
-        # server's heap that the second then does not (docs/kubernetes-runtime.md):
+        # server's heap that the second then does not (docs/decisions/, record 0010):
         # every other round runs the trees in reverse order, so neither tree always
         # goes first.
         order = variants if round_ % 2 == 0 else variants[::-1]

@@ -63,7 +63,7 @@ RECONNECT_CAP = 30.0  # ...up to this, each stretched by up to 100% (jitter)
 # (continued pages: while the resource has recent changes there), and each page walks
 # the rest of the list there: pages of 2,000 took a restart with 40,000 pods and 40,000
 # services from 3.7-7.1 s of API server CPU (pages of 500) to 2.8-3.3 s. A page of
-# 2,000 pods is ~5 MB of JSON (docs/kubernetes-runtime.md).
+# 2,000 pods is ~5 MB of JSON (docs/decisions/0007-list-pages-of-2000.md).
 PAGE_SIZE = 2000
 
 IndexFunc = Callable[[T], "str | None"]
@@ -235,7 +235,7 @@ class Informer(Generic[T]):
             # API server 1.2-1.3 s of CPU instead of 2.0-2.7 s on an idle cluster (0.7-1.0 s
             # instead of 0.8-1.3 s with recent changes), and this process less too.
             # Full objects stay gzipped: 40,000 pods uncompressed cost a client 1.1-1.3 s
-            # of CPU instead of 0.5-0.6 s (docs/kubernetes-runtime.md).
+            # of CPU instead of 0.5-0.6 s (docs/decisions/, record 0009).
             compressed=not self._metadata_only,
         )
         async with contextlib.aclosing(listing):
