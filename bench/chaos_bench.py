@@ -171,7 +171,11 @@ def exact_objects(kube: Client, names: list[str]) -> list[str]:
     return problems
 
 
+FIGURES: dict[str, Any] = {}  # each scenario's verdict, for bench/results.py
+
+
 def verdict(name: str, seconds: float, problems: list[str]) -> None:
+    FIGURES[name] = {"converged, s": seconds, "ok": not problems, "problems": problems}
     result = "OK" if not problems else "FAILED: " + "; ".join(problems)
     print(f"  {name}: converged in {seconds:.1f} s - {result}", flush=True)
 
@@ -289,6 +293,10 @@ def main() -> None:
     rng = random.Random(args.seed)
     for name in args.only.split(","):
         SCENARIOS[name](args.jobs, rng, folder)
+
+    from results import record  # bench/ is the script's folder, first on sys.path
+
+    record("chaos_bench", FIGURES)
 
 
 if __name__ == "__main__":

@@ -201,6 +201,22 @@ def main() -> None:
     print(f"  on a tty    tfjob run {tty_idle:7.2f} %  (with the live table, redrawn every second)")
     print(f"Ctrl-C stop   tfjob run {ms(stop)}")
 
+    from results import record  # bench/ is the script's folder, first on sys.path
+
+    record(
+        "local_run_bench",
+        {
+            "rounds": rounds,
+            "all started, ms": start * 1000,
+            "all started, Popen baseline, ms": base_start * 1000,
+            "Python start + imports, ms": imports * 1000,
+            "idle CPU, %": idle,
+            "idle CPU, Popen baseline, %": base_idle,
+            "idle CPU on a tty, %": tty_idle,
+            "Ctrl-C stop, ms": stop * 1000,
+        },
+    )
+
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:5.0f} ms"

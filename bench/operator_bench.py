@@ -540,7 +540,7 @@ async def reaction_times(client: KubeClient, namespace: str, samples: int) -> li
 # -- 3. memory -------------------------------------------------------------------------
 
 
-async def memory(client: KubeClient, kubeconfig: Path, jobs: int, folder: Path) -> None:
+async def memory(client: KubeClient, kubeconfig: Path, jobs: int, folder: Path) -> dict[str, float]:
     namespace = "bench-memory"
     await create_namespace(client, namespace)
     counter = Counter(client, namespace)
@@ -583,6 +583,15 @@ async def memory(client: KubeClient, kubeconfig: Path, jobs: int, folder: Path) 
         f"peak {restarted.peak_rss / 2**20:.0f} MB; {synced[0] if synced else ''}"
     )
     await counter.close()
+    return {
+        "jobs": jobs,
+        "created by the operator, s": elapsed,
+        "RSS empty, MB": base / 2**20,
+        "RSS managing all, MB": steady / 2**20,
+        "peak RSS, MB": operator.peak_rss / 2**20,
+        "RSS after a restart, MB": after / 2**20,
+        "peak RSS after a restart, MB": restarted.peak_rss / 2**20,
+    }
 
 
 # -- 0. why this client: decoding and per-request cost ------------------------------
@@ -784,11 +793,28 @@ async def main(args: argparse.Namespace) -> None:
         p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
         print(f"  p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {times[-1]:.1f} ms (goal p99 <= 100 ms)")
         operator.stop()
+        figures: dict[str, Any] = {
+            "burst": {
+                "jobs": args.jobs,
+                "operator, s": seconds,
+                "plain client, s": plain,
+                "plain client with the same Events, s": equal,
+                "ratio operator/plain": seconds / plain,
+                "equal-work ratio operator/plain with Events": seconds / equal,
+            },
+            "reaction": {"samples": args.samples, "p50, ms": p50, "p99, ms": p99},
+        }
 
         if not args.skip_memory:
             print(f"3. memory with {args.memory_jobs} jobs")
-            await memory(client, plane.kubeconfig_path, args.memory_jobs, folder)
+            figures["memory"] = await memory(
+                client, plane.kubeconfig_path, args.memory_jobs, folder
+            )
         await client.close()
+
+    from results import record  # bench/ is the script's folder, first on sys.path
+
+    record("operator_bench", figures)
 
 
 if __name__ == "__main__":

@@ -602,6 +602,22 @@ def print_run(r: Result) -> None:
     print(f"           Event occurrences by reason: {reasons}", flush=True)
 
 
+def figures_of(r: Result) -> dict[str, Any]:
+    """One run's figures as `record` writes them (bench/results.py)."""
+    return {
+        "time to all work, s": r.seconds,
+        "settled": r.settled,
+        "CPU, s": r.cpu,
+        "Running reaction p50, ms": _pct(r.running, 50),
+        "Running reaction p99, ms": _pct(r.running, 99),
+        "Succeeded reaction p99, ms": _pct(r.succeeded, 99),
+        "peak RSS, MB": r.rss_mb,
+        "status writes": r.status_writes,
+        "Event occurrences": r.event_occurrences,
+        "Events dropped": r.dropped,
+    }
+
+
 def print_ratios(ours: Result, theirs: Result) -> None:
     def ratio(a: float, b: float) -> str:
         return f"{a / b:.2f}" if b else "n/a"
@@ -657,6 +673,7 @@ async def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="tfjob-race-"))
     print(f"logs in {folder}; {os.cpu_count()} CPUs; load {os.getloadavg()}", flush=True)
     table: list[tuple[Result, Result]] = []
+    figures: dict[str, Any] = {}
     for jobs in args.jobs:
         for limit in args.limits:
             qps, burst = (int(x) for x in limit.split(":"))
@@ -664,6 +681,7 @@ async def main() -> None:
             for kind in args.order.split(","):
                 results[kind] = await one_run(kind, jobs, qps, burst, folder, args.profile)
                 print_run(results[kind])
+                figures[f"{kind}, {jobs} jobs @ {limit}"] = figures_of(results[kind])
             theirs = results.get("kubeflow")
             for ours in results.values():
                 if theirs is not None and ours is not theirs:
@@ -672,6 +690,10 @@ async def main() -> None:
     print("\nSummary (each against Kubeflow):")
     for ours, theirs in table:
         print_ratios(ours, theirs)
+
+    from results import record  # bench/ is the script's folder, first on sys.path
+
+    record("race_bench", figures)
 
 
 if __name__ == "__main__":

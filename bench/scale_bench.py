@@ -284,6 +284,9 @@ class Operator:
         return found
 
 
+FIGURES: dict[str, Any] = {}  # what this run printed, for bench/results.py
+
+
 async def restart(
     kubeconfig: Path,
     folder: Path,
@@ -300,17 +303,23 @@ async def restart(
     at_ready = operator.rss()
     used = operator._ps.cpu_times()
     print(f"  {name}: ready {seconds:.2f} s after the process started (goal <= 5 s), {load()}")
+    figures = FIGURES[name] = {"ready, s": seconds, "RSS at ready, MB": at_ready / MB}
+    figures["operator CPU until ready, s"] = used.user + used.system
     if plane_cpu:
+        figures["etcd + kube-apiserver CPU until ready, s"] = plane_cpu.since()
         print(
-            f"    CPU until ready: etcd + kube-apiserver {plane_cpu.since():.2f} s, "
+            f"    CPU until ready: etcd + kube-apiserver "
+            f"{figures['etcd + kube-apiserver CPU until ready, s']:.2f} s, "
             f"operator {used.user + used.system:.2f} s"
         )
     operator.print_phases("    ")
     if ready_only:
         await operator.stop()
+        figures["peak RSS, MB"] = operator.peak_rss / MB
         print(f"    RSS at ready {at_ready / MB:.0f} MB, peak {operator.peak_rss / MB:.0f} MB")
         return
     reconciling, after = await operator.quiet_then_stop()
+    figures["peak RSS, MB"] = operator.peak_rss / MB
     print(
         f"    RSS at ready {at_ready / MB:.0f} MB; every job reconciled again in "
         f"{reconciling:.0f} s: {after / MB:.0f} MB, peak {operator.peak_rss / MB:.0f} MB"
@@ -387,6 +396,7 @@ def cache_costs(jobs: int) -> None:
         held = tracemalloc.get_traced_memory()[0] - before
         caches.append(cache)
         print(f"  {name}: {len(cache)} cached, {held / MB:.1f} MB, {held / len(cache):.0f} B each")
+        FIGURES[f"cache: {name}"] = {"MB": held / MB, "bytes each": held / len(cache)}
     tracemalloc.stop()
 
 
@@ -446,6 +456,10 @@ async def list_costs(
                     token = page.metadata.get("continue", "")
                     if not token:
                         break
+                FIGURES[f"list, round {round_ + 1}: {resource.plural} {name}"] = {
+                    "seconds": time.perf_counter() - started,
+                    "pages": pages,
+                }
                 print(
                     f"  round {round_ + 1} {resource.plural} {name}: {items} in {pages} pages, "
                     f"{time.perf_counter() - started:.2f} s, etcd + kube-apiserver CPU "
@@ -540,6 +554,12 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  ready {seconds:.2f} s after the process started, {load()}")
         first.print_phases("    ")
         reconciling, after = await first.quiet_then_stop()
+        FIGURES["first start"] = {
+            "ready, s": seconds,
+            "RSS synced, MB": synced / MB,
+            "RSS after reconciling every job, MB": after / MB,
+            "peak RSS, MB": first.peak_rss / MB,
+        }
         print(
             f"  objects cached: {args.jobs} TFJobs, {objects} pods, {objects} services; "
             f"RSS synced {synced / MB:.0f} MB, after reconciling every job ({reconciling:.0f} s) "
@@ -585,7 +605,7 @@ async def restarts(
     )
     for round_ in range(args.restarts):
         # The first restart of a round tends to pay for a collection of the API
-        # server's heap that the second then does not (docs/kubernetes-runtime.md):
+        # server's heap that the second then does not (docs/decisions/, record 0010):
         # every other round runs the trees in reverse order, so neither tree always
         # goes first.
         order = variants if round_ % 2 == 0 else variants[::-1]
@@ -637,3 +657,7 @@ if __name__ == "__main__":
         on_cluster(arguments)
     else:
         asyncio.run(main(arguments))
+    if FIGURES:
+        from results import record  # bench/ is the script's folder, first on sys.path
+
+        record("scale_bench", {"jobs": arguments.jobs, **FIGURES})

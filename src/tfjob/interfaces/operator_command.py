@@ -258,7 +258,7 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
 def command(ctx: click.Context, /, **params: Any) -> None:
     """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
     # The credentials are read in a child process: started first, it runs while the
-    # operator's modules are imported (docs/kubernetes-runtime.md).
+    # operator's modules are imported (docs/decisions/0004-kubeconfig-in-a-child-process.md).
     credentials.read_ahead(params["kubeconfig"])
     # Before the operator's modules are imported: they log through structlog.
     logging_setup.configure(*log_settings(params))

@@ -5,7 +5,7 @@ every response into them on the hot path (lists and watch events of thousands of
 costs ~10x the time and ~8x the memory of decoding straight into our projections, and
 lightkube's watch cannot ask for bookmarks. Why aiohttp rather than httpx: measured
 against the test API server, a burst of 1,500 creates cost 1.8 s of client CPU through
-httpx and 0.45 s through aiohttp (docs/kubernetes-runtime.md), and on a small machine
+httpx and 0.45 s through aiohttp (docs/decisions/, record 0003), and on a small machine
 the operator's CPU is taken from the API server's. kubernetes_asyncio's config loader,
 built on aiohttp too, reads kubeconfig or in-cluster credentials (credentials.py, in a
 child process), so one HTTP stack is installed; this module sends the few requests the

@@ -8,7 +8,7 @@ client, ~30 MB the operator would hold for its whole life. This module builds th
 context from the PEM data the child sends back and hands our client the Authorization
 header. A 401 runs the child again - the token file re-read, the exec plugin re-run -
 and in-cluster the service-account token file is re-read here once a minute as the
-kubelet rotates it. Why this library and why a child: docs/kubernetes-runtime.md.
+kubelet rotates it. Why this library and why a child: docs/decisions/, record 0004.
 """
 
 from __future__ import annotations

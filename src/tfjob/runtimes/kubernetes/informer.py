@@ -49,7 +49,7 @@ log = structlog.get_logger("tfjob.informer")
 
 RECONNECT_FIRST = 0.8  # seconds before the first re-list or re-watch, doubling...
 RECONNECT_CAP = 30.0  # ...up to this, each stretched by up to 100% (jitter)
-PAGE_SIZE = 2000  # objects per list page (a page of pods is ~5 MB of JSON)
+PAGE_SIZE = 2000  # objects per list page: docs/decisions/0007-list-pages-of-2000.md
 
 IndexFunc = Callable[[T], "str | None"]
 
@@ -211,7 +211,7 @@ class Informer(Generic[T]):
             limit=self._page_size,
             accept=METADATA_LIST if self._metadata_only else self._codec.list_accept,
             # Metadata-only pages are cheaper uncompressed for both sides; full objects
-            # are not (docs/decisions/).
+            # are not (docs/decisions/0009-services-metadata-only-uncompressed.md).
             compressed=not self._metadata_only,
         )
         async with contextlib.aclosing(listing):

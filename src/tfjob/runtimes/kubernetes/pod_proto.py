@@ -2,7 +2,7 @@
 
 Why: listing 40,000 pods as JSON cost the API server 1.3-1.8 s of CPU (2.8-3.5 s when
 its garbage collector ran meanwhile), as protobuf 0.7-0.9 s, on the two cores it
-shares with the operator (docs/kubernetes-runtime.md). Decoding protobuf in Python is
+shares with the operator (docs/decisions/, record 0010). Decoding protobuf in Python is
 slower than msgspec's JSON, unless it is done in C: so the `protobuf` package's upb
 core decodes each page into messages that declare only the fields the pod projection
 reads, under the Kubernetes API's field numbers (every other field is skipped in C).
