@@ -24,6 +24,7 @@ TFJobs are not validated by it - the same as tfjob, which has no webhook.
 
 Run: python bench/race_bench.py [--jobs 200 2000] [--limits 20:30 1000:2000]
 [--order tfjob] [--profile] (tfjob under cProfile, stats in the logs folder)
+[--order kubeflow,baseline,tfjob --baseline-src ../before/src] (before/after, one run)
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script): compare the ratios, measured in the same session.
 """
@@ -79,9 +80,16 @@ CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 class Process:
     """An operator subprocess with its CPU and peak RSS sampled."""
 
-    def __init__(self, args: list[str], log: Path, metrics_port: int, ready_url: str) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        log: Path,
+        metrics_port: int,
+        ready_url: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         with log.open("ab") as out:
-            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.log = log
         self.metrics_port = metrics_port
         self.ready_url = ready_url
@@ -157,6 +165,7 @@ def _start(
     burst: int,
     folder: Path,
     *extra: str,
+    env: dict[str, str] | None = None,
 ) -> Process:
     """A Python operator (tfjob, or the floor) on our namespace, ports and limits."""
     metrics, health = _free_port(), _free_port()
@@ -176,17 +185,26 @@ def _start(
         str(burst),
         *extra,
     ]
-    return Process(args, folder / f"{name}.log", metrics, f"http://127.0.0.1:{health}/readyz")
+    ready = f"http://127.0.0.1:{health}/readyz"
+    return Process(args, folder / f"{name}.log", metrics, ready, env)
 
 
 def start_tfjob(
-    plane: ControlPlane, qps: int, burst: int, folder: Path, profile: Path | None = None
+    plane: ControlPlane,
+    qps: int,
+    burst: int,
+    folder: Path,
+    profile: Path | None = None,
+    src: str | None = None,
 ) -> Process:
-    """`tfjob operator`; with `profile`, under cProfile, its stats written there at exit."""
+    """`tfjob operator`; with `profile`, under cProfile, its stats written there at exit;
+    with `src`, the tfjob of that tree's src/ (the baseline of a before/after run)."""
     python = [sys.executable, "-m", "cProfile", "-o", str(profile)] if profile else [sys.executable]
     command = [*python, "-m", "tfjob", "operator"]
     extra = ("--bind-address", "127.0.0.1", "--workers", str(THREADS))
-    return _start("tfjob", command, plane, qps, burst, folder, *extra)
+    env = {**os.environ, "PYTHONPATH": src} if src else None
+    name = "baseline" if src else "tfjob"
+    return _start(name, command, plane, qps, burst, folder, *extra, env=env)
 
 
 def start_floor(
@@ -501,7 +519,13 @@ class Result:
 
 
 async def one_run(
-    kind: str, jobs: int, qps: int, burst: int, folder: Path, profile: bool = False
+    kind: str,
+    jobs: int,
+    qps: int,
+    burst: int,
+    folder: Path,
+    profile: bool = False,
+    baseline_src: str | None = None,
 ) -> Result:
     result = Result(kind, jobs, f"{qps}/{burst}")
     with control_plane() as plane:
@@ -512,6 +536,8 @@ async def one_run(
             if kind == "tfjob":
                 stats = folder / f"tfjob-{jobs}-{qps}.prof" if profile else None
                 operator = start_tfjob(plane, qps, burst, folder, stats)
+            elif kind == "baseline":
+                operator = start_tfjob(plane, qps, burst, folder, src=baseline_src)
             elif kind.startswith("floor"):
                 operator = start_floor(plane, qps, burst, folder, events=kind == "floor-events")
             else:
@@ -528,7 +554,7 @@ async def one_run(
             result.seconds = observer.last_change - started
             result.cpu = operator.cpu_used()
             result.cpu_system = operator.system_used()
-            if kind == "tfjob":
+            if kind in ("tfjob", "baseline"):
                 found = operator.metrics()
                 result.recorded = found.get("tfjob_events_recorded_total", 0.0)
                 result.dropped = sum(
@@ -580,7 +606,7 @@ def _pct(values: list[float], q: float) -> float:
 
 def print_run(r: Result) -> None:
     lost = ""
-    if r.operator == "tfjob":
+    if r.operator in ("tfjob", "baseline"):
         verdict = "NONE LOST" if r.recorded == r.event_occurrences and not r.dropped else "LOST"
         lost = (
             f", recorded {r.recorded:.0f} occurrences, API holds {r.event_occurrences}, "
@@ -659,8 +685,13 @@ async def main() -> None:
     parser.add_argument(
         "--order",
         default="kubeflow,tfjob",
-        help="operators, in run order: kubeflow, tfjob, and floor / floor-events "
+        help="operators, in run order: kubeflow, tfjob, baseline (tfjob from "
+        "--baseline-src), and floor / floor-events "
         "(bench/floor_operator.py: the required writes only, a floor to judge targets by)",
+    )
+    parser.add_argument(
+        "--baseline-src",
+        help="another tree's src/ for the `baseline` operator (before/after in one run)",
     )
     parser.add_argument(
         "--profile",
@@ -679,7 +710,9 @@ async def main() -> None:
             qps, burst = (int(x) for x in limit.split(":"))
             results: dict[str, Result] = {}
             for kind in args.order.split(","):
-                results[kind] = await one_run(kind, jobs, qps, burst, folder, args.profile)
+                results[kind] = await one_run(
+                    kind, jobs, qps, burst, folder, args.profile, args.baseline_src
+                )
                 print_run(results[kind])
                 figures[f"{kind}, {jobs} jobs @ {limit}"] = figures_of(results[kind])
             theirs = results.get("kubeflow")
