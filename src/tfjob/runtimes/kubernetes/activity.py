@@ -1,14 +1,12 @@
-"""Reconcile writes in flight: what background writes (statuses, Events) yield to.
+"""Reconcile writes in flight: what the Event writes yield to.
 
-Why: on a small cluster the API server is CPU-bound during a burst of new jobs, and
-every write beside the creates - a status PUT, an Event POST - costs it about as much
-as a create. Pods are the job; statuses and Events only describe it. So the
-reconciler marks its creates and deletes with `acting()`, and the status writer and
-the event recorder both ask `wait(due)` before each write: go at once when no create
-or delete is in flight and none ended within HOLDOFF (so the gaps between one
-reconcile's creates and the next's do not let them slip in), otherwise wait - but
-never past the write's own due time, so a long stream of creates never starves them.
-One object shared by both, so both yield to the same creates.
+On a small cluster the API server is CPU-bound during a burst of new jobs, and an
+Event POST costs it about as much as a create; pods are the job, Events only describe
+it. So the reconciler marks its creates and deletes with `acting()`, and the event
+recorder asks `wait(due)` before each write: go at once when no create or delete is
+in flight and none ended within HOLDOFF (the gaps between one reconcile's creates and
+the next's do not let them slip in), otherwise wait - never past the write's own due
+time, so a long stream of creates never starves them.
 """
 
 from __future__ import annotations
@@ -42,17 +40,12 @@ class ReconcileWrites:
                 for listener in self._listeners:
                     listener.set()
 
-    @property
-    def busy(self) -> bool:
-        """A create or delete is on the wire."""
-        return self._in_flight > 0
-
     def listen(self, wake: asyncio.Event) -> None:
         """Set `wake` whenever the last write in flight ends (a waiter looks again)."""
         self._listeners.append(wake)
 
     def wait(self, due: float) -> float:
-        """Seconds a background write due at `due` (loop time) should still wait: <= 0
+        """Seconds an Event write due at `due` (loop time) should still wait: <= 0
         to go now. While busy, until it is due (`wake` is set if the writes end
         sooner); when quiet, until HOLDOFF has passed since the last one, or it is due."""
         left = due - now()

@@ -104,9 +104,6 @@ class DryRun:
         self._remember(job.uid)
         return None
 
-    def forget(self, uid: str) -> None:
-        self._admitted.pop(uid, None)
-
     def _remember(self, uid: str) -> None:
         self._admitted[uid] = None
         if len(self._admitted) > self._limit:

@@ -60,6 +60,3 @@ class ExponentialBackoff:
 
     def forget(self, key: str) -> None:
         self._failures.pop(key, None)
-
-    def retries(self, key: str) -> int:
-        return self._failures.get(key, 0)

@@ -133,10 +133,6 @@ class JobCaches:
             until = self._clock() + self.hold_seconds
             self._holds[view.key] = _Hold(until, dict(view.written))
 
-    def held(self) -> int:
-        """How many jobs are held now (a gauge)."""
-        return len(self._holds)
-
     def _caught_up(self, hold: _Hold) -> bool:
         return all(
             not is_newer(version, self._informers[resource].resource_version)

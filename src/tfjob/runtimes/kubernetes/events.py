@@ -17,8 +17,8 @@ one PATCH (count and lastTimestamp) carries any number of repeats, and what wait
 bounded by the number of distinct events, not by how often they repeat.
 
 Delivery: SENDERS tasks write pending entries oldest first, never two writes of one
-entry at once. Like statuses, Events yield to the reconciler's creates and deletes
-(activity.py, one rule for both): an entry goes at once when none is in flight and
+entry at once. Events yield to the reconciler's creates and deletes
+(activity.py): an entry goes at once when none is in flight and
 none ended within the last 20 ms, otherwise it waits - at most MAX_WAIT (5 s) after
 it was queued, so a long stream of creates delays Events but never starves them. A
 burst of new jobs is then its creates first and its Events right after, instead of

@@ -93,10 +93,6 @@ class WorkQueue:
         self._seq = itertools.count()
         self._timer_wake = asyncio.Event()
         self._shutting_down = False
-        # Set while nothing is queued or being processed: background work of lower
-        # priority (sending Events) waits for it.
-        self.idle = asyncio.Event()
-        self.idle.set()
         self._hooks.expose_in_flight(self.in_flight)
 
     # -- adding ---------------------------------------------------------------------
@@ -150,9 +146,6 @@ class WorkQueue:
         """`key` succeeded: its next failure starts the backoff from the beginning."""
         self._backoff.forget(key)
 
-    def retries(self, key: str) -> int:
-        return self._backoff.retries(key)
-
     # -- taking -----------------------------------------------------------------------
 
     async def get(self) -> str | None:
@@ -192,20 +185,11 @@ class WorkQueue:
         lane = self._dirty.get(key)
         if lane is not None and not self._shutting_down:
             self._push(key, lane)
-        elif not self._queued and not self._processing:
-            self.idle.set()
 
     # -- state --------------------------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self._queued)
-
-    @property
-    def delayed(self) -> int:
-        return len(self._waiting)
-
-    def is_processing(self, key: str) -> bool:
-        return key in self._processing
 
     def in_flight(self) -> list[float]:
         """Seconds each key being processed has been at it (client-go's unfinished work)."""
@@ -217,7 +201,6 @@ class WorkQueue:
     def shut_down(self) -> None:
         """Stop handing out work; workers blocked in `get` return None."""
         self._shutting_down = True
-        self.idle.set()  # no reconcile will start again
         self._timer_wake.set()
         while self._getters:
             waiter = self._getters.popleft()
@@ -249,7 +232,6 @@ class WorkQueue:
     # -- internals --------------------------------------------------------------------
 
     def _push(self, key: str, lane: int) -> None:
-        self.idle.clear()
         seq = next(self._seq)
         self._queued[key] = (lane, seq)  # replaces (so voids) an entry in the new lane
         self._lanes[lane].append((seq, key))
