@@ -38,8 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tfjob.api.errors import PermanentError
 from tfjob.api.timestamps import parse_rfc3339
 
@@ -48,8 +46,6 @@ SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 EXEC_TIMEOUT = 120.0  # seconds a plugin that cannot ask anyone anything may take
 EXEC_EXTENSION = "client.authentication.k8s.io/exec"  # cluster config for provideClusterInfo
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class CredentialsError(PermanentError):
@@ -192,9 +188,12 @@ class _Kubeconfig:
             self._merge(file)
 
     def _merge(self, file: Path) -> None:
+        import yaml  # here: in a pod (the service account) it is not needed
+
         text = _read_text(file, "the kubeconfig")
         try:
-            document = yaml.load(text, Loader=_Loader)  # a safe loader
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            document = yaml.load(text, Loader=loader)  # a safe loader
         except yaml.YAMLError as error:
             where = getattr(error, "problem_mark", None)
             line = f" (line {where.line + 1})" if where is not None else ""
