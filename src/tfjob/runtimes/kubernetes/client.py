@@ -28,7 +28,7 @@ import msgspec
 from tfjob import __version__
 from tfjob.api.errors import TemporaryError
 from tfjob.runtimes.kubernetes import pod_proto
-from tfjob.runtimes.kubernetes.credentials import Auth, Connection, Credentials, connection
+from tfjob.runtimes.kubernetes.credentials import Connection, Credentials, connection
 from tfjob.runtimes.kubernetes.decode import ListMeta, decode_status
 from tfjob.runtimes.kubernetes.resources import Resource
 
@@ -474,7 +474,7 @@ class KubeClient:
         content = _encode(body) if body is not None else None
         extra = headers or {}
         for attempt in (1, 2):
-            auth: Auth = await self._credentials.auth()
+            auth = await self._credentials.auth()
             headers = {**extra, **auth.headers}
             if content is not None:
                 headers["Content-Type"] = content_type

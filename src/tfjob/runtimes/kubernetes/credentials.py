@@ -120,9 +120,8 @@ class Credentials:
         anything a request carries changed. Not `quiet`: a failure raises."""
         last = self._found.exec_answer
         reuse: ExecAnswer | None = None if rerun_exec or self._expiring() else last
-        before = _signatures(
-            self._found.files
-        )  # taken first: a change while reading shows next time
+        # Taken before reading: a change made while reading shows at the next look.
+        before = _signatures(self._found.files)
         if not quiet:
             self._reloaded_at = time.monotonic()
         try:

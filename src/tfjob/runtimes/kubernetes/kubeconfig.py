@@ -217,6 +217,10 @@ class _Kubeconfig:
         name = self._context_name(context)
         chosen = self.contexts[name]
         cluster_name = _string(chosen.body, "cluster", f"contexts[{name}]", chosen.file)
+        if not cluster_name:
+            raise CredentialsError(
+                f"{chosen.file}: contexts[{name}].cluster is not set: name one of its clusters"
+            )
         if cluster_name not in self.clusters:
             raise CredentialsError(
                 f"{chosen.file}: contexts[{name}].cluster names {cluster_name!r}, which no"
@@ -257,8 +261,8 @@ class _Kubeconfig:
         if not name:
             raise CredentialsError(
                 f"{self.named}: the kubeconfig has no current context (current-context):"
-                f" give --context (one of {', '.join(sorted(self.contexts))}) or run"
-                " kubectl config use-context"
+                " run kubectl config use-context NAME, or give the command --context NAME"
+                f" (its contexts: {', '.join(sorted(self.contexts))})"
             )
         if name not in self.contexts:
             how = "--context" if context else "current-context"
