@@ -48,7 +48,6 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[OperatorOptions, str,
 
     monkeypatch.setattr(operator_command.logging_setup, "configure", configure)
     monkeypatch.setattr(operator_command, "run", run)
-    monkeypatch.setattr(operator_command.credentials, "read_ahead", lambda kubeconfig: None)
     return seen
 
 

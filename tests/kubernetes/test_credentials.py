@@ -1,6 +1,8 @@
 """Credentials as a user gives them - kubeconfig tokens, token files, exec plugins,
 client certificates, contexts, in-cluster service accounts, TLS - used against the real
-API server (it takes static tokens and certificates signed by the test CA).
+API server (it takes static tokens and certificates signed by the test CA), and picked
+up again while the client runs: rotated files, expiring exec credentials, 401s.
+(tests/kubernetes/test_kubeconfig.py reads kubeconfigs without an API server.)
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import msgspec
 import pytest
 import yaml
 
-from tests.support.controlplane import ControlPlane
+from tests.support.controlplane import OPERATOR_USER, ControlPlane
 from tfjob.runtimes.kubernetes import credentials
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.credentials import Connection, CredentialsError, connection
+from tfjob.runtimes.kubernetes.resources import Resource
 
 STALE = "stale-token-the-api-server-does-not-know"
 
@@ -74,16 +77,40 @@ async def _namespace_name(conn: Connection) -> str:
     return str(msgspec.json.decode(body)["metadata"]["name"])
 
 
-def _exec_plugin(folder: Path, token_file: Path) -> dict[str, Any]:
-    """An exec plugin printing the token held in `token_file` at the time it runs; each
-    run adds a line to folder/runs."""
-    script = folder / "plugin.py"
+def _exec_plugin(
+    folder: Path, token_file: Path, *, expires_in: float | None = None
+) -> dict[str, Any]:
+    """An exec plugin printing the token held in `token_file` at the time it runs,
+    expiring `expires_in` seconds later if given; each run adds a line to folder/runs."""
+    status = f"{{'token': open({str(token_file)!r}).read().strip()}}"
+    return _plugin_stanza(folder, "plugin.py", status, expires_in)
+
+
+def _certificate_plugin(
+    folder: Path, certificate: Path, key: Path, *, expires_in: float
+) -> dict[str, Any]:
+    """An exec plugin answering with the client certificate and key in these files."""
+    status = (
+        f"{{'clientCertificateData': open({str(certificate)!r}).read(),"
+        f" 'clientKeyData': open({str(key)!r}).read()}}"
+    )
+    return _plugin_stanza(folder, "cert-plugin.py", status, expires_in)
+
+
+def _plugin_stanza(
+    folder: Path, name: str, status: str, expires_in: float | None
+) -> dict[str, Any]:
+    script = folder / name
     script.write_text(
-        "import json, sys\n"
+        "import datetime, json, sys\n"
         f"open({str(folder / 'runs')!r}, 'a').write('run\\n')\n"
-        f"token = open({str(token_file)!r}).read().strip()\n"
+        f"status = {status}\n"
+        f"if {expires_in!r} is not None:\n"
+        "    at = datetime.datetime.now(datetime.timezone.utc)"
+        f" + datetime.timedelta(seconds={expires_in!r} or 0)\n"
+        "    status['expirationTimestamp'] = at.strftime('%Y-%m-%dT%H:%M:%SZ')\n"
         "json.dump({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',"
-        " 'status': {'token': token}}, sys.stdout)\n"
+        " 'status': status}, sys.stdout)\n"
     )
     return {
         "exec": {
@@ -139,8 +166,8 @@ async def test_exec_plugin_runs_again_after_a_401(
 async def test_401s_in_flight_together_share_one_reload(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    """Each reload is a child process running the plugin: eight requests answered 401
-    at once run it once, and all eight then succeed with the new token."""
+    """Each reload runs the plugin: eight requests answered 401 at once run it once,
+    and all eight then succeed with the new token."""
     token_file = tmp_path / "token"
     token_file.write_text(STALE)
     path = _kubeconfig(
@@ -236,20 +263,26 @@ async def test_in_cluster_service_account(
 async def test_in_cluster_the_rotated_token_is_read_without_waiting_for_a_401(
     control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The kubelet rotates the token file in place; the operator reads it again every
-    minute by itself (here: at once), with no child process and no 401."""
+    """The kubelet rotates the token file in place; the client looks at it again every
+    FILE_CHECK seconds by itself (here: at once) and sends the new token, no 401."""
     account = tmp_path / "serviceaccount"
     account.mkdir()
-    (account / "token").write_text(STALE)
+    (account / "token").write_text(control_plane.token)
     (account / "ca.crt").write_bytes(control_plane.ca_path.read_bytes())
     host, port = control_plane.server.removeprefix("https://").rsplit(":", 1)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
-    conn = connection(None, service_account=account)
-    (account / "token").write_text(control_plane.token + "\n")
-    assert await conn.credentials.header() == f"Bearer {STALE}"  # within the minute
-    monkeypatch.setattr(credentials, "TOKEN_REREAD", 0.0)
-    assert await conn.credentials.header() == f"Bearer {control_plane.token}"
+    client = KubeClient.from_connection(connection(None, service_account=account))
+    statuses = _statuses(client)
+    try:
+        assert await _whoami(client) == "admin"
+        (account / "token").write_text(control_plane.operator_token + "\n")
+        assert await _whoami(client) == "admin"  # looked at every FILE_CHECK seconds
+        monkeypatch.setattr(credentials, "FILE_CHECK", 0.0)
+        assert await _whoami(client) == OPERATOR_USER
+    finally:
+        await client.close()
+    assert 401 not in statuses
 
 
 async def test_the_server_certificate_is_verified(
@@ -279,17 +312,26 @@ async def test_the_server_certificate_is_verified(
     assert await _namespace_name(connection(path)) == "default"
 
 
-def _client_certificate(plane: ControlPlane, folder: Path) -> tuple[Path, Path]:
-    """A client certificate the API server accepts: signed by its CA, in system:masters."""
-    key, certificate = folder / "client.key", folder / "client.crt"
+def _client_certificate(
+    plane: ControlPlane,
+    folder: Path,
+    user: str = "tfjob-certificate-user",
+    *,
+    ca: tuple[Path, Path] | None = None,
+) -> tuple[Path, Path]:
+    """A client certificate for `user` in system:masters, signed by the API server's
+    CA (which it accepts) unless `ca` (certificate, key) names another."""
+    folder.mkdir(parents=True, exist_ok=True)
+    key, certificate = folder / f"{user}.key", folder / f"{user}.crt"
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to sign a client certificate")
-    subject = "/O=system:masters/CN=tfjob-certificate-user"
+    ca_certificate, ca_key = ca or (plane.ca_path, plane.ca_key_path)
+    subject = f"/O=system:masters/CN={user}"
     steps = [
         ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-subj", subject,
          "-out", str(folder / "client.csr")],
-        ["x509", "-req", "-in", str(folder / "client.csr"), "-CA", str(plane.ca_path),
-         "-CAkey", str(plane.ca_key_path), "-CAcreateserial", "-days", "1",
+        ["x509", "-req", "-in", str(folder / "client.csr"), "-CA", str(ca_certificate),
+         "-CAkey", str(ca_key), "-CAcreateserial", "-days", "1",
          "-out", str(certificate)],
     ]  # fmt: skip
     for step in steps:
@@ -304,15 +346,14 @@ def _pem_data(path: Path) -> str:
 async def test_inline_client_certificate_leaves_no_file_behind(
     control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The loader writes inline data to temporary files (deleted when it exits): the
-    contents reach the TLS context, and neither its files nor ours stay on disk."""
+    """ssl loads a certificate only from a file: inline data reaches the TLS context
+    through a temporary file that is gone once it is loaded."""
     certificate, key = _client_certificate(control_plane, tmp_path)
     user = {"client-certificate-data": _pem_data(certificate), "client-key-data": _pem_data(key)}
     path = _kubeconfig(tmp_path / "kc", control_plane, {"u": user}, current="u")
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temporary))  # the loader's, in its process
-    monkeypatch.setattr(tempfile, "tempdir", str(temporary))  # ours
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     conn = connection(path)
     assert list(temporary.iterdir()) == []
     assert await conn.credentials.header() is None  # the certificate alone authenticates
@@ -352,74 +393,132 @@ async def test_exec_plugin_answering_with_a_client_certificate(
     assert await _namespace_name(connection(path)) == "default"
 
 
-def test_the_calling_process_never_imports_kubernetes_asyncio(
+async def test_a_rotated_client_certificate_file_is_used_without_a_restart(
+    control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cert-manager or a script replaces the certificate and key files: the next
+    request after the client looks at them (every FILE_CHECK seconds; here at once)
+    presents the new certificate - another user to the API server - with no 401."""
+    alice = _client_certificate(control_plane, tmp_path / "alice", "alice")
+    bob = _client_certificate(control_plane, tmp_path / "bob", "bob")
+    certificate, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    _install(alice, certificate, key)
+    user = {"client-certificate": str(certificate), "client-key": str(key)}
+    client = KubeClient.from_connection(
+        connection(_kubeconfig(tmp_path / "kc", control_plane, {"u": user}, current="u"))
+    )
+    statuses = _statuses(client)
+    try:
+        assert await _whoami(client) == "alice"
+        _install(bob, certificate, key)
+        assert await _whoami(client) == "alice"  # within FILE_CHECK seconds
+        monkeypatch.setattr(credentials, "FILE_CHECK", 0.0)
+        assert await _whoami(client) == "bob"
+        assert await _whoami(client) == "bob"
+    finally:
+        await client.close()
+    assert 401 not in statuses
+
+
+async def test_a_refused_client_certificate_is_read_again_after_the_401(
+    control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A certificate the API server does not trust (signed by another CA) gets a 401;
+    the client reads the files again then, and the request is retried with the
+    rotated certificate - though the files were not looked at on a schedule here."""
+    monkeypatch.setattr(credentials, "FILE_CHECK", 3600.0)
+    monkeypatch.setattr(credentials, "RELOAD_SPACING", 0.0)
+    foreign = _foreign_ca(tmp_path / "other-ca")
+    untrusted = _client_certificate(
+        control_plane, tmp_path / "old", "carol", ca=(foreign, foreign.with_name("ca.key"))
+    )
+    trusted = _client_certificate(control_plane, tmp_path / "new", "carol")
+    certificate, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    _install(untrusted, certificate, key)
+    user = {"client-certificate": str(certificate), "client-key": str(key)}
+    conn = connection(_kubeconfig(tmp_path / "kc", control_plane, {"u": user}, current="u"))
+    client = KubeClient.from_connection(conn)
+    statuses = _statuses(client)
+    try:
+        with pytest.raises(ApiError) as refused:
+            await _whoami(client)  # read again after the 401: the same certificate
+        assert refused.value.code == 401
+        _install(trusted, certificate, key)
+        assert await _whoami(client) == "carol"
+    finally:
+        await client.close()
+    assert statuses == [401, 401, 201]
+
+
+async def test_an_expiring_exec_token_is_renewed_without_a_restart(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    """The loader runs in a child: the operator's modules and a connection built and
-    used from a kubeconfig leave the library out of the calling process."""
-    path = _kubeconfig(
-        tmp_path / "kc", control_plane, {"admin": {"token": control_plane.token}}, current="admin"
+    """An exec plugin's token says it expires in 3 s: shortly before then the client
+    runs the plugin again, by itself (no 401), and sends the token it gets now."""
+    token_file = tmp_path / "token"
+    token_file.write_text(control_plane.token)
+    plugin = _exec_plugin(tmp_path, token_file, expires_in=3.0)
+    client = KubeClient.from_connection(
+        connection(_kubeconfig(tmp_path / "kc", control_plane, {"u": plugin}, current="u"))
     )
-    program = (
-        "import asyncio, sys\n"
-        "import tfjob.runtimes.kubernetes.operator, tfjob.interfaces.cluster\n"
-        "from tfjob.runtimes.kubernetes.client import KubeClient\n"
-        "async def main():\n"
-        f"    client = KubeClient.connect({path!r})\n"
-        "    try:\n"
-        "        await client.get_path('/api/v1/namespaces/default')\n"
-        "    finally:\n"
-        "        await client.close()\n"
-        "asyncio.run(main())\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes_asyncio', 'urllib3'}))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    statuses = _statuses(client)
+    try:
+        assert await _whoami(client) == "admin"
+        token_file.write_text(control_plane.operator_token)
+        assert await _whoami(client) == "admin"  # not expiring yet: the same token
+        await asyncio.sleep(3.0)
+        assert await _whoami(client) == OPERATOR_USER
+    finally:
+        await client.close()
+    assert 401 not in statuses
+    assert (tmp_path / "runs").read_text().count("run") == 2
 
 
-def test_the_child_imports_the_loader_without_the_generated_client(tmp_path: Path) -> None:
-    """The child's start is what the operator waits for: the loader comes without the
-    768 model modules, and a name only the whole package has still resolves."""
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }
-    (tmp_path / "kc").write_text(yaml.safe_dump(config))
-    program = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from tfjob.runtimes.kubernetes import kubeconfig_child as child\n"
-        "child.import_loader_alone()\n"
-        f"found = child.answer({str(tmp_path / 'kc')!r}, None, Path('/nowhere'))\n"
-        "print(found.authorization)\n"
-        "print(sum(m.startswith('kubernetes_asyncio.client.models.') for m in sys.modules))\n"
-        "import kubernetes_asyncio.client\n"
-        "print(kubernetes_asyncio.client.V1Pod.__name__)\n"
+async def test_an_expiring_exec_client_certificate_is_renewed_without_a_restart(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """The same for a plugin answering with a client certificate: the renewed one is
+    presented on the connections opened after the renewal."""
+    dave = _client_certificate(control_plane, tmp_path / "dave", "dave")
+    erin = _client_certificate(control_plane, tmp_path / "erin", "erin")
+    certificate, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    _install(dave, certificate, key)
+    plugin = _certificate_plugin(tmp_path, certificate, key, expires_in=3.0)
+    client = KubeClient.from_connection(
+        connection(_kubeconfig(tmp_path / "kc", control_plane, {"u": plugin}, current="u"))
     )
-    result = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["Bearer", "t", "0", "V1Pod"]
+    try:
+        assert await _whoami(client) == "dave"
+        _install(erin, certificate, key)
+        await asyncio.sleep(3.0)
+        assert await _whoami(client) == "erin"
+    finally:
+        await client.close()
 
 
-def test_an_unusable_kubeconfig_says_why(tmp_path: Path) -> None:
-    """The child's errors come back as the same one-line CredentialsError."""
-    with pytest.raises(CredentialsError, match="no such file"):
-        connection(str(tmp_path / "nowhere"))
-    (tmp_path / "empty").write_text("apiVersion: v1\nkind: Config\n")
-    with pytest.raises(CredentialsError, match="has no contexts"):
-        connection(str(tmp_path / "empty"))
-    (tmp_path / "broken").write_text("clusters: [")
-    with pytest.raises(CredentialsError):
-        connection(str(tmp_path / "broken"))
+def _install(pair: tuple[Path, Path], certificate: Path, key: Path) -> None:
+    """Replace the files as a rotation does: each written whole, then renamed over."""
+    for source, target in zip(pair, (certificate, key), strict=True):
+        staged = target.with_suffix(".new")
+        staged.write_bytes(source.read_bytes())
+        staged.replace(target)
+
+
+def _statuses(client: KubeClient) -> list[int]:
+    """Every status code the client got, in order."""
+    seen: list[int] = []
+    client.on_response = lambda _method, code: seen.append(code)
+    return seen
+
+
+SELF_SUBJECT_REVIEWS = Resource("authentication.k8s.io", "v1", "selfsubjectreviews")
+
+
+async def _whoami(client: KubeClient) -> str:
+    """Who the API server says the client is (a SelfSubjectReview)."""
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    body = await client.create(SELF_SUBJECT_REVIEWS, "", review)
+    return str(msgspec.json.decode(body)["status"]["userInfo"]["username"])
 
 
 def _foreign_ca(folder: Path) -> Path:

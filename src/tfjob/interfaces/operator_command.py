@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from tfjob.runtimes.kubernetes import credentials, logging_setup
+from tfjob.runtimes.kubernetes import logging_setup
 
 if TYPE_CHECKING:
     from tfjob.runtimes.kubernetes.operator import OperatorOptions
@@ -257,9 +257,6 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
 @click.pass_context
 def command(ctx: click.Context, /, **params: Any) -> None:
     """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
-    # The credentials are read in a child process: started first, it runs while the
-    # operator's modules are imported (docs/decisions/0004-kubeconfig-in-a-child-process.md).
-    credentials.read_ahead(params["kubeconfig"])
     # Before the operator's modules are imported: they log through structlog.
     logging_setup.configure(*log_settings(params))
     options = translate(ctx, params)

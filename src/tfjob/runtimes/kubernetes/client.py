@@ -5,11 +5,12 @@ every response into them on the hot path (lists and watch events of thousands of
 costs ~10x the time and ~8x the memory of decoding straight into our projections, and
 lightkube's watch cannot ask for bookmarks. Why aiohttp rather than httpx: measured
 against the test API server, a burst of 1,500 creates cost 1.8 s of client CPU through
-httpx and 0.45 s through aiohttp (docs/decisions/, record 0003), and on a small machine
-the operator's CPU is taken from the API server's. kubernetes_asyncio's config loader,
-built on aiohttp too, reads kubeconfig or in-cluster credentials (credentials.py, in a
-child process), so one HTTP stack is installed; this module sends the few requests the
-operator needs and hands back bytes.
+httpx and 0.45 s through aiohttp (docs/decisions/0003-aiohttp-over-httpx.md), and on a small machine
+the operator's CPU is taken from the API server's. Credentials are read by a loader of
+ours (kubeconfig.py, kept current by credentials.py), so aiohttp is the one HTTP stack;
+this module sends the few requests the operator needs and hands back bytes. Each
+request carries the credentials' current header and TLS context, so a refreshed client
+certificate is presented on the connections opened after the refresh.
 """
 
 from __future__ import annotations
@@ -204,8 +205,8 @@ class KubeClient:
 
     @classmethod
     def from_connection(cls, conn: Connection, *, qps: float = 0.0, burst: int = 0) -> KubeClient:
+        # TLS is given per request (the credentials' current context), not here.
         connector = aiohttp.TCPConnector(
-            ssl=conn.tls if conn.tls is not None else False,
             limit=POOL_SIZE,
             keepalive_timeout=60.0,
         )
@@ -350,15 +351,16 @@ class KubeClient:
         # A dead connection shows up as silence: bookmarks arrive at least every minute,
         # so no bytes for a while past the server-side timeout means it is gone.
         timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 60.0)
-        headers = await self._auth()
-        if accept:
-            headers["Accept"] = accept
+        auth = await self._credentials.auth()
+        headers = {**auth.headers, **({"Accept": accept} if accept else {})}
         try:
             async with self._session.get(
                 self._server + resource.path(namespace),
                 params=params,
                 timeout=timeout,
                 headers=headers,
+                ssl=auth.tls,
+                server_hostname=auth.server_hostname,
             ) as response:
                 if response.status >= 300:
                     raise _error(response.status, await response.read())
@@ -379,9 +381,15 @@ class KubeClient:
         """GET a path whose answer never ends by itself (a followed pod log), line by
         line, for as long as the server keeps it open; no overall time limit."""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=REQUEST_TIMEOUT)
+        auth = await self._credentials.auth()
         try:
             async with self._session.get(
-                self._server + path, params=params, timeout=timeout, headers=await self._auth()
+                self._server + path,
+                params=params,
+                timeout=timeout,
+                headers=auth.headers,
+                ssl=auth.tls,
+                server_hostname=auth.server_hostname,
             ) as response:
                 if response.status >= 300:
                     raise _error(response.status, await response.read())
@@ -447,10 +455,6 @@ class KubeClient:
 
     # -- internals --------------------------------------------------------------------
 
-    async def _auth(self) -> dict[str, str]:
-        header = await self._credentials.header()
-        return {"Authorization": header} if header else {}
-
     async def _send(
         self,
         method: str,
@@ -470,7 +474,8 @@ class KubeClient:
         content = _encode(body) if body is not None else None
         extra = headers or {}
         for attempt in (1, 2):
-            headers = {**extra, **await self._auth()}
+            auth = await self._credentials.auth()
+            headers = {**extra, **auth.headers}
             if content is not None:
                 headers["Content-Type"] = content_type
             try:
@@ -480,6 +485,8 @@ class KubeClient:
                     params=params,
                     data=content,
                     headers=headers,
+                    ssl=auth.tls,
+                    server_hostname=auth.server_hostname,
                     allow_redirects=False,  # never hand the credentials to another host
                 ) as response:
                     status = response.status
@@ -490,7 +497,7 @@ class KubeClient:
                 raise TransportError(str(error) or type(error).__name__) from error
             self.on_response(method, status)
             if status == 401 and attempt == 1 and await self._credentials.refresh():
-                continue  # rotated token or re-run exec plugin
+                continue  # a rotated token or certificate, a re-run exec plugin
             if status >= 300:
                 raise _error(status, payload)
             return payload

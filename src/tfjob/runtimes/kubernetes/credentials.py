@@ -1,211 +1,223 @@
-"""Who the operator is to the API server: kubeconfig or in-cluster credentials.
+"""Who the operator is to the API server, kept current while it runs.
 
-kubernetes_asyncio's config loader reads the kubeconfig or the service account:
-contexts, client certificates, bearer tokens, token files, basic auth and exec plugins
-(client.authentication.k8s.io). It runs in a short-lived child process
-(`kubeconfig_child.py`) because importing it imports the library's whole generated
-client, ~30 MB the operator would hold for its whole life. This module builds the TLS
-context from the PEM data the child sends back and hands our client the Authorization
-header. A 401 runs the child again - the token file re-read, the exec plugin re-run -
-and in-cluster the service-account token file is re-read here once a minute as the
-kubelet rotates it. Why this library and why a child: docs/decisions/, record 0004.
+`kubeconfig.py` reads the kubeconfig or the service account; this module turns a
+reading into what each request carries (`Auth`: the Authorization header, and the TLS
+context that presents the client certificate) and reads again, in this process, when
+the credentials may have changed:
+
+- a file they were read from (kubeconfig, client certificate or key, CA, token file,
+  the service account's token) changed on disk: looked at (a stat) at most every
+  FILE_CHECK seconds, on the next request;
+- an exec plugin's credential is about to expire (`expirationTimestamp`): the plugin
+  runs again shortly before, on the next request;
+- the API server answered 401: everything is read again and the exec plugin runs again.
+
+A reading that changes anything makes a new `Auth`, with a new `ssl.SSLContext` when
+there is a client certificate: the client passes it with each request, so the
+connections made from then on present the new certificate (aiohttp pools connections
+per context; the old ones close when idle).
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
-import contextlib
 import os
 import ssl
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import msgspec
+from tfjob.runtimes.kubernetes import kubeconfig
+from tfjob.runtimes.kubernetes.kubeconfig import (
+    SERVICE_ACCOUNT,
+    CredentialsError,
+    ExecAnswer,
+    Found,
+    Source,
+)
 
-from tfjob.api.errors import PermanentError
-from tfjob.runtimes.kubernetes import kubeconfig_child
-from tfjob.runtimes.kubernetes.kubeconfig_child import Answer, Failed, Found
+__all__ = ["SERVICE_ACCOUNT", "Auth", "Connection", "Credentials", "CredentialsError", "connection"]
 
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-TOKEN_REREAD = 60.0  # seconds: how often the in-cluster token file is read again
-RELOAD_SPACING = 10.0  # seconds: 401s within this of a reload do not start another child
+FILE_CHECK = 5.0  # seconds between looks at the files the credentials came from
+RELOAD_SPACING = 10.0  # seconds: a 401 this soon after a reload that changed nothing starts none
+EXPIRY_AHEAD = 10.0  # seconds before an exec credential expires that it is renewed (at most)
+EXEC_MIN_LIFE = 1.0  # seconds an exec credential is used at least, however short it says it lives
 
-Loader = Callable[[], Found]  # runs the child again: what the credentials are now
+Signature = tuple[int, int, int] | None  # a file's (inode, size, mtime), None: missing
 
 
-class CredentialsError(PermanentError):
-    """The kubeconfig names credentials that cannot be used."""
+@dataclass(frozen=True, eq=False)
+class Auth:
+    """What a request carries; a new one after each reading that changed anything."""
+
+    authorization: str | None
+    tls: ssl.SSLContext | bool  # True: the system's CAs (or a plain-HTTP server)
+    server_hostname: str | None = None  # tls-server-name
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Connection:
     server: str
-    tls: ssl.SSLContext | None
     credentials: Credentials
     namespace: str = "default"  # the context's namespace, for commands given none
 
 
 class Credentials:
-    """The Authorization header for each request, loaded again after a 401."""
+    """The current `Auth`, read again as the module docstring says."""
 
-    def __init__(self, found: Found, load: Loader) -> None:
-        self._load = load
-        self._use(found)
+    def __init__(self, source: Source, found: Found) -> None:
+        self._source = source
         self._reloading = asyncio.Lock()
         self._reloaded_at = -RELOAD_SPACING
+        self._found = found
+        self._auth = _auth(found)
+        self._signatures = _signatures(found.files)
+        self._checked_at = time.monotonic()
 
-    def _use(self, found: Found) -> None:
-        self._authorization = found.authorization
-        self._token_file = Path(found.token_file) if found.token_file else None
-        self._read_at = time.monotonic()
+    async def auth(self) -> Auth:
+        """The Auth for a request, read again first if a file changed or an exec
+        credential is about to expire. A reading that fails then keeps the last
+        credentials (a 401 then reads again and says why)."""
+        if self._expiring() or self._files_changed():
+            current = self._auth
+            async with self._reloading:
+                if self._auth is current and (self._expiring() or self._files_changed(now=True)):
+                    await self._reload(rerun_exec=False, quiet=True)
+        return self._auth
 
     async def header(self) -> str | None:
-        if self._token_file is not None and time.monotonic() - self._read_at >= TOKEN_REREAD:
-            self._read_token_file(self._token_file)
-        return self._authorization
-
-    def _read_token_file(self, path: Path) -> None:
-        """In-cluster: the kubelet rotates the token in place; a file that cannot be
-        read now keeps the last token (a 401 then runs the child, which says why)."""
-        self._read_at = time.monotonic()
-        try:
-            token = path.read_text().strip()
-        except OSError:
-            return
-        if token:
-            self._authorization = f"Bearer {token}"
+        return (await self.auth()).authorization
 
     async def refresh(self) -> bool:
-        """After a 401: load again; True if the header changed (worth a retry).
+        """After a 401: read everything again, the exec plugin too; True if the
+        credentials changed (worth a retry).
 
-        A reload is a child process (~0.4 s of CPU, ~40 MB while it runs), so the 401s
-        of requests in flight together share one, and a 401 soon after a reload that
-        changed nothing does not start another."""
-        old = await self.header()
+        The 401s of requests in flight together share one reading, and a 401 soon after
+        a reading that changed nothing starts no other (its request fails)."""
+        current = self._auth
         async with self._reloading:
-            current = await self.header()
-            if current != old:  # reloaded for another request meanwhile
-                return current is not None
+            if self._auth is not current:  # read again for another request meanwhile
+                return True
             if time.monotonic() - self._reloaded_at < RELOAD_SPACING:
                 return False
-            try:
-                self._use(await asyncio.to_thread(self._load))
-            finally:
-                self._reloaded_at = time.monotonic()
-        new = await self.header()
-        return new is not None and new != old
+            await self._reload(rerun_exec=True, quiet=False)
+        return self._auth is not current
+
+    def _expiring(self) -> bool:
+        answer = self._found.exec_answer
+        return answer is not None and time.time() >= _renew_at(answer)
+
+    def _files_changed(self, *, now: bool = False) -> bool:
+        if not now and time.monotonic() - self._checked_at < FILE_CHECK:
+            return False
+        self._checked_at = time.monotonic()
+        return _signatures(self._found.files) != self._signatures
+
+    async def _reload(self, *, rerun_exec: bool, quiet: bool) -> None:
+        """Read again (in a thread: an exec plugin may take a while); a new Auth if
+        anything a request carries changed. Not `quiet`: a failure raises."""
+        last = self._found.exec_answer
+        reuse: ExecAnswer | None = None if rerun_exec or self._expiring() else last
+        # Taken before reading: a change made while reading shows at the next look.
+        before = _signatures(self._found.files)
+        if not quiet:
+            self._reloaded_at = time.monotonic()
+        try:
+            found = await asyncio.to_thread(kubeconfig.read, self._source, reuse)
+            auth = _auth(found) if _carried(found) != _carried(self._found) else self._auth
+        except CredentialsError:
+            self._signatures = before
+            if last is not None and self._expiring():
+                # Keep the credential a little longer rather than run a failing plugin
+                # on every request.
+                self._found = _postponed(self._found, last)
+            if quiet:
+                return
+            raise
+        known = dict(zip(self._found.files, before, strict=True))
+        self._signatures = tuple(
+            known[one] if one in known else _signature(one) for one in found.files
+        )
+        self._found = found
+        self._auth = auth
 
 
 def connection(
-    kubeconfig: str | None,
+    kubeconfig_path: str | None,
     context: str | None = None,
     *,
     service_account: Path = SERVICE_ACCOUNT,
 ) -> Connection:
     """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG (else
     ~/.kube/config); `context` picks one of the kubeconfig's contexts instead of its
-    current one. Exec plugins run here once, in the child (or in the one `read_ahead`
-    started with the same arguments); this blocks until it is done, whether or not the
-    caller runs an event loop."""
-    key = (kubeconfig, context, service_account)
-
-    def load() -> Found:
-        return _Child(*key).answer()
-
-    early = _READ_AHEAD.pop(key, None)
-    found = early.answer() if early is not None else load()
+    current one. An exec plugin runs here; this blocks until it is done, whether or not
+    the caller runs an event loop."""
+    source = kubeconfig.choose(kubeconfig_path, context, service_account)
+    found = kubeconfig.read(source)
     return Connection(
-        server=found.server,
-        tls=_tls(found) if found.server.startswith("https") else None,
-        credentials=Credentials(found, load),
-        namespace=found.namespace,
+        server=found.server, credentials=Credentials(source, found), namespace=found.namespace
     )
 
 
-def read_ahead(
-    kubeconfig: str | None,
-    context: str | None = None,
-    *,
-    service_account: Path = SERVICE_ACCOUNT,
-) -> None:
-    """Start the child now, for the next `connection()` with the same arguments: the
-    operator calls this before importing its modules, so the child's start (~0.4 s,
-    mostly imports) can run beside that work instead of after it. A child
-    that cannot start is left to `connection()` to report."""
-    key = (kubeconfig, context, service_account)
-    if key not in _READ_AHEAD:
-        if not _READ_AHEAD:
-            atexit.register(_end_unclaimed)
-        with contextlib.suppress(CredentialsError):
-            _READ_AHEAD[key] = _Child(*key)
+def _renew_at(answer: ExecAnswer) -> float:
+    """When an exec credential is renewed: a little before it expires (a quarter of
+    its life when that is shorter than EXPIRY_AHEAD), never sooner than EXEC_MIN_LIFE
+    after it was obtained."""
+    if answer.expires is None:
+        return float("inf")
+    life = answer.expires - answer.obtained
+    ahead = min(EXPIRY_AHEAD, max(life, 0.0) / 4)
+    return max(answer.expires - ahead, answer.obtained + EXEC_MIN_LIFE)
 
 
-def _end_unclaimed() -> None:
-    """At exit (bad flags, say): a child no connection() asked for does not outlive us."""
-    while _READ_AHEAD:
-        _READ_AHEAD.popitem()[1].end()
+def _postponed(found: Found, answer: ExecAnswer) -> Found:
+    """`found` with its exec credential renewed RELOAD_SPACING from now at the earliest."""
+    later = replace(answer, obtained=time.time() + RELOAD_SPACING - EXEC_MIN_LIFE)
+    return replace(found, exec_answer=later)
 
 
-class _Child:
-    """One run of kubeconfig_child.py in a fresh interpreter, its answer read from a
-    pipe of its own: its stdout and stderr stay the caller's (an exec plugin sees the
-    same terminal). Run by path with -P, so it imports no tfjob module (whichever tfjob
-    is installed) and nothing from the current directory."""
-
-    def __init__(self, kubeconfig: str | None, context: str | None, service_account: Path):
-        command = [sys.executable, "-P", kubeconfig_child.__file__]
-        command += ["--service-account", str(service_account)]
-        if kubeconfig is not None:
-            command += ["--kubeconfig", kubeconfig]
-        if context is not None:
-            command += ["--context", context]
-        read, write = os.pipe()
-        try:
-            self._process = subprocess.Popen(
-                [*command, "--answer-fd", str(write)], pass_fds=(write,)
-            )
-        except OSError as error:
-            os.close(read)
-            message = f"cannot start {sys.executable} to read the kubeconfig: {error}"
-            raise CredentialsError(message) from None
-        finally:
-            os.close(write)
-        self._read = read
-
-    def end(self) -> None:
-        self._process.kill()
-        self._process.wait()
-        os.close(self._read)
-
-    def answer(self) -> Found:
-        with os.fdopen(self._read, "rb") as pipe:
-            data = pipe.read()
-        code = self._process.wait()
-        try:
-            answer: Answer = msgspec.json.decode(data, type=Answer)
-        except msgspec.DecodeError:
-            raise CredentialsError(f"reading the kubeconfig failed (exit status {code})") from None
-        if isinstance(answer, Failed):
-            raise CredentialsError(answer.error)
-        return answer
+def _carried(found: Found) -> tuple[object, ...]:
+    """What a request carries from a reading: a change makes a new Auth."""
+    return (
+        found.authorization,
+        found.certificate,
+        found.key,
+        found.ca,
+        found.verify,
+        found.tls_server_name,
+    )
 
 
-# Children started by read_ahead, each answering one connection() with its arguments.
-_READ_AHEAD: dict[tuple[str | None, str | None, Path], _Child] = {}
+def _auth(found: Found) -> Auth:
+    headers = {"Authorization": found.authorization} if found.authorization else {}
+    tls: ssl.SSLContext | bool = True
+    if found.server.startswith("https") and (
+        found.ca or found.certificate or not found.verify or found.tls_server_name
+    ):
+        tls = _tls(found)
+    return Auth(found.authorization, tls, found.tls_server_name, headers)
 
 
 def _tls(found: Found) -> ssl.SSLContext:
     """The server's CA, the client certificate if any, and verification as the
     kubeconfig asks (insecure-skip-tls-verify turns it off, nothing else does)."""
-    tls = ssl.create_default_context(cadata=found.ca)  # None: the system's CAs
+    try:
+        if found.verify:
+            tls = ssl.create_default_context(cadata=found.ca)  # None: the system's CAs
+        else:  # no CA is loaded for a server that is not verified
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    except ssl.SSLError as error:
+        raise CredentialsError(f"the CA of {found.who} cannot be used: {error}") from None
     if found.certificate:
-        _load_client_certificate(tls, found.certificate, found.key)
+        try:
+            _load_client_certificate(tls, found.certificate, found.key)
+        except ssl.SSLError as error:
+            raise CredentialsError(
+                f"the client certificate and key of {found.who} cannot be used"
+                f" (not PEM, or a key of another certificate): {error}"
+            ) from None
     if not found.verify:
         tls.check_hostname = False
         tls.verify_mode = ssl.CERT_NONE
@@ -222,3 +234,15 @@ def _load_client_certificate(tls: ssl.SSLContext, certificate: str, key: str | N
         tls.load_cert_chain(path)
     finally:
         os.unlink(path)
+
+
+def _signature(path: Path) -> Signature:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _signatures(files: tuple[Path, ...]) -> tuple[Signature, ...]:
+    return tuple(_signature(one) for one in files)
