@@ -18,7 +18,7 @@ import msgspec
 import pytest
 import yaml
 
-from tests.support.controlplane import ControlPlane
+from testkit.controlplane import ControlPlane
 from tfjob.runtimes.kubernetes import credentials
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.credentials import Connection, CredentialsError, connection
@@ -424,7 +424,7 @@ def test_an_unusable_kubeconfig_says_why(tmp_path: Path) -> None:
 
 def _foreign_ca(folder: Path) -> Path:
     """A CA that did not sign the API server's certificate."""
-    from tests.support.controlplane import _Certificates
+    from testkit.controlplane import _Certificates
 
     certs = _Certificates(folder)
     certs.generate()

@@ -25,7 +25,7 @@ from lightkube.resources.events_v1 import Event as EventsV1Event
 from lightkube.resources.rbac_authorization_v1 import ClusterRole
 from lightkube.types import PatchType
 
-from tests.support.controlplane import (
+from testkit.controlplane import (
     MANIFESTS_BASE,
     OPERATOR_USER,
     ControlPlane,

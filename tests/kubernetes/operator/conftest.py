@@ -2,7 +2,7 @@
 
 - ``client`` (function): our KubeClient (aiohttp) as admin, closed after the test.
 - ``lane`` (function): an operator's parts wired in-process with their informers
-  running (tests/support/status_lane.py), for status-lane and reconciler tests.
+  running (testkit/status_lane.py), for status-lane and reconciler tests.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.status_lane import Lane
+from testkit.status_lane import Lane
 from tfjob.runtimes.kubernetes.client import KubeClient
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tests.support.controlplane import ControlPlane
-from tests.support.fault_proxy import FaultProxy, Rule, token_of
+from testkit.controlplane import ControlPlane
+from testkit.fault_proxy import FaultProxy, Rule, token_of
 from tfjob.runtimes.kubernetes import events as events_module
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import KubeClient

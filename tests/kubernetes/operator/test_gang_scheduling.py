@@ -3,7 +3,7 @@
 Native Kubernetes gang scheduling runs for real here: kube-scheduler v1.36 with its
 GangScheduling plugin binds pods to kwok nodes sized so that exactly 3 one-CPU workers
 fit. Volcano, kube-batch and scheduler-plugins do not build here, so for them the
-operator's objects are checked against their PodGroup CRDs (tests/support/crds/, which
+operator's objects are checked against their PodGroup CRDs (testkit/crds/, which
 prune any field their API does not have): the group, the annotations, labels,
 scheduler names and events, and Volcano's hold on pod creation.
 
@@ -22,9 +22,10 @@ import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
-from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, Cluster, Nodes
-from tests.support.controlplane import REPO_ROOT, ControlPlane, apply_documents, load_manifest
-from tests.support.operators import IMAGE, Jobs, Operators, wait_for
+from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, Cluster, Nodes
+from testkit.controlplane import REPO_ROOT, ControlPlane, apply_documents, load_manifest
+from testkit.helpers import IMAGE, wait_for
+from testkit.operators import Jobs, Operators
 from tfjob.api.errors import TemporaryError
 from tfjob.core import gang
 from tfjob.core.plan import UpdateGroup

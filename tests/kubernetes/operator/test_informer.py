@@ -11,7 +11,8 @@ from typing import Any
 
 import msgspec
 
-from tests.support.operators import replica, tfjob
+from testkit.helpers import tfjob
+from testkit.operators import replica
 from tfjob.api.observed import Pod
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec

@@ -16,8 +16,9 @@ from typing import Any
 
 import msgspec
 
-from tests.support.operators import replica, tfjob
-from tests.support.status_lane import Lane, until
+from testkit.helpers import tfjob
+from testkit.operators import replica
+from testkit.status_lane import Lane, until
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.types import JobCondition, JobStatus
 from tfjob.core.settings import Settings

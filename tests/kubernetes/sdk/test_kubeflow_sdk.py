@@ -23,8 +23,8 @@ import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from tests.support.cluster import KwokPods
-from tests.support.sdk_jobs import IMAGE, build_tfjob
+from testkit.cluster import KwokPods
+from testkit.sdk_jobs import IMAGE, build_tfjob
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 POLL = 1  # seconds between the SDK's GETs (its polling_interval is typed int)

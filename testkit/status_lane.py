@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.support.operators import replica, tfjob
+from testkit.helpers import tfjob, until
+from testkit.operators import replica
 from tfjob.api.types import JobStatus, TFJob
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import decode_tfjob
@@ -76,12 +77,3 @@ class Lane:
 
     def note(self, what: str) -> Any:
         return lambda: self.stored.append(what)
-
-
-async def until(condition: Any, within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not condition():
-        if loop.time() > deadline:
-            raise TimeoutError(f"condition not met within {within} s")
-        await asyncio.sleep(0.01)
