@@ -14,7 +14,8 @@ codes and reasons, `TransportError`). What it keeps of the API server:
   resourceVersion) as it was and sends no watch event;
 - the status subresource of pods, services and TFJobs: `replace_status` takes only
   `status`, `replace` everything but `status`; a create drops a TFJob's status;
-- `generateName`, namespaces that must exist (404 otherwise), label selectors
+- `generateName`, namespaces that must exist (404 otherwise), resources that are
+  not served when `served` names the others (404, as a CRD not installed), label selectors
   (`a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`), paged lists;
 - watches from a resourceVersion: ADDED/MODIFIED/DELETED lines as the server sends
   them (an object leaving a watch's selector is DELETED for it), an ERROR line with
@@ -136,8 +137,15 @@ class _Watch:
 class FakeApi:
     """The objects, their history and the request log (see the module docstring)."""
 
-    def __init__(self, namespaces: Iterable[str] = ("default",), history: int = HISTORY) -> None:
+    def __init__(
+        self,
+        namespaces: Iterable[str] = ("default",),
+        history: int = HISTORY,
+        served: Iterable[Resource] | None = None,
+    ) -> None:
+        """`served`: the only resources the server knows (404 for others); None: all."""
         self.namespaces = set(namespaces)
+        self.served = set(served) if served is not None else None
         self.requests: list[Request] = []
         self._objects: dict[tuple[Resource, str, str], Object] = {}
         self._kinds = dict(KINDS)
@@ -252,11 +260,16 @@ class FakeApi:
     def _not_found(self, resource: Resource, name: str) -> ApiError:
         return ApiError(404, "NotFound", f'{resource} "{name}" not found')
 
+    def _serves(self, resource: Resource) -> None:
+        if self.served is not None and resource not in self.served:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
     def _namespace_exists(self, namespace: str) -> None:
         if namespace not in self.namespaces:
             raise ApiError(404, "NotFound", f'namespaces "{namespace}" not found')
 
     def _stored(self, resource: Resource, namespace: str, name: str) -> Object:
+        self._serves(resource)
         found = self._objects.get((resource, namespace, name))
         if found is None:
             raise self._not_found(resource, name)
@@ -274,6 +287,7 @@ class FakeApi:
             )
 
     def create(self, resource: Resource, namespace: str, body: Object, dry_run: bool) -> Object:
+        self._serves(resource)
         self._namespace_exists(namespace)
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
@@ -419,6 +433,7 @@ class FakeApi:
     def list(
         self, resource: Resource, namespace: str | None, selector: str, limit: int, token: str
     ) -> Object:
+        self._serves(resource)
         if token:
             snapshot_id, _, offset_text = base64.b64decode(token).decode().partition(":")
             if snapshot_id not in self._snapshots:
@@ -455,6 +470,7 @@ class FakeApi:
     ) -> tuple[list[_Change], _Watch] | ApiError:
         """The changes after `since` and a subscription to the next ones, taken in one
         step; or the 410 the server sends when `since` is older than its history."""
+        self._serves(resource)
         matches = _selector(selector)
         if since in ("", "0"):  # from now, the objects there first (as ADDED)
             backlog = [
