@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from testkit.fake_api import FakeApi
-from testkit.helpers import tfjob
+from testkit.helpers import container, tfjob
 from tfjob.runtimes.kubernetes.client import METADATA_LIST, ApiError, KubeClient
 from tfjob.runtimes.kubernetes.resources import EVENTS, LEASES, PODS, TFJOBS
 
@@ -91,7 +91,7 @@ def _pod(name: str = "", generate: str = "", **labels: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": metadata,
-        "spec": {"containers": [{"name": "tensorflow", "image": "registry.example/tf:2.16"}]},
+        "spec": {"containers": [container()]},
     }
 
 

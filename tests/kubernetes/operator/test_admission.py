@@ -20,7 +20,7 @@ import yaml
 
 from testkit.controlplane import ControlPlane
 from testkit.corpus import Case, cases
-from testkit.helpers import IMAGE, wait_for
+from testkit.helpers import IMAGE, tfjob, wait_for
 from testkit.kubelet import FakeKubelet
 from testkit.operators import Jobs, RunningOperator, replica
 
@@ -30,12 +30,7 @@ FAILED_WITHIN = 5.0
 
 def _valid_job(name: str) -> dict[str, Any]:
     container = {"name": "tensorflow", "image": IMAGE, "command": ["python3", "-c", "pass"]}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {"tfReplicaSpecs": {"Worker": replica(1, "Never", [container])}},
-    }
+    return tfjob(name, None, {"Worker": replica(1, "Never", [container])})
 
 
 def _kubectl(plane: ControlPlane, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:

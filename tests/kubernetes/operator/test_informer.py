@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from testkit.fake_api import FakeApi
-from testkit.helpers import tfjob, until
+from testkit.helpers import IMAGE, tfjob, until
 from testkit.operators import replica
 from tfjob.api.observed import Pod
 from tfjob.runtimes.kubernetes.client import KubeClient
@@ -23,7 +23,6 @@ from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC
 from tfjob.runtimes.kubernetes.informer import Handlers, Informer
 from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
 
-IMAGE = "registry.example/tf:2.16"
 CONFIGMAPS = Resource("", "v1", "configmaps")
 
 
