@@ -16,7 +16,8 @@ codes and reasons, `TransportError`). What it keeps of the API server:
   `status`, `replace` everything but `status`; a create drops a TFJob's status;
 - `generateName`, namespaces that must exist (404 otherwise), resources that are
   not served when `served` names the others (404, as a CRD not installed), label selectors
-  (`a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`), paged lists;
+  (`a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`), paged lists; equality
+  field selectors on a `get_path` list;
 - watches from a resourceVersion: ADDED/MODIFIED/DELETED lines as the server sends
   them (an object leaving a watch's selector is DELETED for it), an ERROR line with
   410 Expired when the resourceVersion is older than the history kept;
@@ -26,7 +27,7 @@ codes and reasons, `TransportError`). What it keeps of the API server:
   logged, carry the deletion's resourceVersion.
 
 Not kept: admission, schema validation and defaulting (a dry run stores nothing and
-answers the object), garbage collection of owned objects, field selectors, bookmarks.
+answers the object), garbage collection of owned objects, bookmarks.
 
 Tests steer it with `fail(...)` (the next N requests that match fail, before or
 after they are carried out) and read `requests`, the log of every request.
@@ -431,8 +432,16 @@ class FakeApi:
             watch.queue.put_nowait(change)
 
     def list(
-        self, resource: Resource, namespace: str | None, selector: str, limit: int, token: str
+        self,
+        resource: Resource,
+        namespace: str | None,
+        selector: str,
+        limit: int,
+        token: str,
+        where: Callable[[Object], bool] = lambda _obj: True,
     ) -> Object:
+        """One page of a list: by label `selector` and `where` (a field selector), from
+        a snapshot taken by the first page that later pages (`token`) continue."""
         self._serves(resource)
         if token:
             snapshot_id, _, offset_text = base64.b64decode(token).decode().partition(":")
@@ -447,6 +456,7 @@ class FakeApi:
                 if res == resource
                 and namespace in (None, ns)
                 and matches(obj["metadata"].get("labels") or {})
+                and where(obj)
             ]
             version, offset, snapshot_id = self.resource_version, 0, uuid.uuid4().hex
         page = items[offset : offset + limit] if limit else items[offset:]
@@ -666,14 +676,16 @@ class FakeClient:
 
     def _log_of(self, path: str) -> list[str]:
         found = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
-        if found is None or (found[1], found[2]) not in self.api._logs:
-            raise api_error(404, f"no log at {path}")
-        return self.api._logs[(found[1], found[2])]
+        if found is None:
+            raise ApiError(404, "", "404 page not found\n")
+        self.api._stored(PODS, found[1], found[2])  # 404 for a pod that is not there
+        return self.api._logs.get((found[1], found[2]), [])
 
     def _by_path(self, path: str, params: dict[str, str]) -> Object:
         if path.endswith("/log"):
             return {"log": "\n".join(self._log_of(path))}
-        for resource in self.api._kinds:
+        served = self.api.served
+        for resource in [r for r in self.api._kinds if served is None or r in served]:
             root = resource.path(None)
             if path in (root.rsplit("/", 1)[0], f"/apis/{resource.group}/{resource.version}"):
                 return _discovery(self.api, resource)
@@ -687,10 +699,10 @@ class FakeClient:
                 if name:
                     return copy.deepcopy(self.api._stored(resource, namespace or "", name))
                 selector, limit = params.get("labelSelector", ""), int(params.get("limit", "0"))
-                return self.api.list(
-                    resource, namespace, selector, limit, params.get("continue", "")
-                )
-        raise api_error(404, f"the server could not find the requested resource ({path})")
+                fields = _field_selector(params.get("fieldSelector", ""))
+                token = params.get("continue", "")
+                return self.api.list(resource, namespace, selector, limit, token, fields)
+        raise ApiError(404, "", "404 page not found\n")  # plain text, as the server's mux
 
     # -- writing ----------------------------------------------------------------------
 
@@ -811,6 +823,22 @@ def _selector(text: str) -> Callable[[dict[str, str]], bool]:
     return lambda labels: all(test(labels) for test in tests)
 
 
+def _field_selector(text: str) -> Callable[[Object], bool]:
+    """`a.b=c,d!=e` over an object's fields (what a field selector on a GET path asks)."""
+    tests: list[tuple[list[str], str, bool]] = []
+    for requirement in filter(None, (r.strip() for r in text.split(","))):
+        negated = "!=" in requirement
+        path, _, value = requirement.replace("!=", "=").replace("==", "=").partition("=")
+        tests.append((path.strip().split("."), value.strip(), negated))
+
+    def field(obj: Any, path: list[str]) -> str:
+        for key in path:
+            obj = obj.get(key) if isinstance(obj, dict) else None
+        return "" if obj is None else str(obj)
+
+    return lambda obj: all((field(obj, p) == v) != negated for p, v, negated in tests)
+
+
 def _event_for(watch: _Watch, change: _Change, metadata_only: bool) -> bytes | None:
     """The line `watch` gets for `change`, if any: an object that leaves the watch's
     selector is DELETED for it, one that enters it ADDED."""
@@ -870,7 +898,7 @@ def _discovery(api: FakeApi, resource: Resource) -> Object:
     resources = [
         {"name": res.plural, "namespaced": True, "kind": kind}
         for res, kind in api._kinds.items()
-        if res.path(None).rsplit("/", 1)[0] == group
+        if res.path(None).rsplit("/", 1)[0] == group and (api.served is None or res in api.served)
     ]
     return {
         "kind": "APIResourceList",

@@ -201,11 +201,42 @@ async def _watches(s: Script) -> None:
         s.note(f"watch {selector!r}", events)
 
 
+async def _paths(s: Script) -> None:
+    """What the cluster commands read by path (jobs_api.py): discovery of the TFJob
+    API, a job and its list by path, Events by a field selector."""
+    c, ns = s.client, s.ns
+    discovery = await s.do("discovery", c.get_path("/apis/kubeflow.org/v1"))
+    s.note(
+        "discovery",
+        discovery["groupVersion"],
+        "tfjobs" in {r["name"] for r in discovery["resources"]},
+    )
+    await s.do("missing group", c.get_path("/apis/no.such.group/v1"))
+    await s.do("job", c.create(TFJOBS, ns, tfjob("j", ns)))
+    got = await s.do("job by path", c.get_path(TFJOBS.path(ns, "j")))
+    s.note("job by path", got["kind"], got["metadata"]["name"])
+    listed = await s.do("jobs by path", c.get_path(TFJOBS.path(ns), {"limit": "500"}))
+    s.note("jobs by path", listed["kind"], [i["metadata"]["name"] for i in listed["items"]])
+    for name, kind in (("j", "TFJob"), ("j", "Pod"), ("k", "TFJob")):
+        event = {
+            "metadata": {"generateName": f"{name}."},
+            "involvedObject": {"kind": kind, "name": name, "namespace": ns},
+            "reason": f"{kind}-{name}",
+            "message": "m",
+            "type": "Normal",
+        }
+        await s.do("event", c.create(EVENTS, ns, event))
+    selector = "involvedObject.kind=TFJob,involvedObject.name=j"
+    events = await s.do("events of j", c.get_path(EVENTS.path(ns), {"fieldSelector": selector}))
+    s.note("events of j", [e["reason"] for e in events["items"]])
+
+
 SCRIPTS: dict[str, Callable[[Script], Awaitable[None]]] = {
     "job writes": _job_writes,
     "refusals": _refusals,
     "lists": _lists,
     "watches": _watches,
+    "paths": _paths,
 }
 
 
