@@ -285,3 +285,23 @@ async def test_the_informer_lists_and_follows_the_fake(client: FakeClient) -> No
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_a_dry_run_stores_nothing_and_an_unserved_resource_is_not_found() -> None:
+    api = FakeApi(served=[PODS])
+    client = api.client()
+    answer = _decode(await client.create(PODS, NS, _pod("dry"), dry_run=True))
+    assert answer["metadata"]["name"] == "dry" and "resourceVersion" not in answer["metadata"]
+    assert api.objects(PODS) == [] and api.resource_version == "0"
+    with pytest.raises(ApiError) as unserved:
+        await client.list(TFJOBS, NS)
+    assert unserved.value.not_found
+
+
+async def test_a_patch_naming_a_stale_version_is_a_conflict(client: FakeClient) -> None:
+    created = _decode(await client.create(PODS, NS, _pod("a")))
+    await client.merge_patch(PODS, NS, "a", {"metadata": {"labels": {"x": "1"}}})
+    stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}}
+    with pytest.raises(ApiError) as lost:
+        await client.merge_patch(PODS, NS, "a", {**stale, "spec": {}})
+    assert lost.value.conflict
