@@ -12,8 +12,9 @@ codes and reasons, `TransportError`). What it keeps of the API server:
   `metadata.resourceVersion` gets 409 Conflict, a create of an existing name 409
   AlreadyExists, a write that changes nothing leaves the object (and its
   resourceVersion) as it was and sends no watch event;
-- the status subresource of pods, services and TFJobs: `replace_status` takes only
-  `status`, `replace` everything but `status`; a create drops a TFJob's status;
+- the status subresource of pods, services and TFJobs (`with_status`):
+  `replace_status` takes only `status`, `replace` everything but `status`; a create
+  drops a TFJob's status;
 - `generateName`, namespaces that must exist (404 otherwise), resources that are
   not served when `served` names the others (404, as a CRD not installed), label selectors
   (`a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`), paged lists; equality
@@ -143,9 +144,12 @@ class FakeApi:
         namespaces: Iterable[str] = ("default",),
         history: int = HISTORY,
         served: Iterable[Resource] | None = None,
+        with_status: Iterable[Resource] = WITH_STATUS,
     ) -> None:
-        """`served`: the only resources the server knows (404 for others); None: all."""
+        """`served`: the only resources the server knows (404 for others); None: all.
+        `with_status`: the resources with a status subresource (a CRD's, if declared)."""
         self.namespaces = set(namespaces)
+        self.with_status = set(with_status)
         self.served = set(served) if served is not None else None
         self.requests: list[Request] = []
         self._objects: dict[tuple[Resource, str, str], Object] = {}
@@ -351,7 +355,7 @@ class FakeApi:
             new = copy.deepcopy(body)
             new["metadata"] = {**new.get("metadata", {}), **kept}
             new["kind"], new["apiVersion"] = current["kind"], current["apiVersion"]
-            if resource in WITH_STATUS:
+            if resource in self.with_status:
                 new.pop("status", None)
                 if "status" in current:
                     new["status"] = copy.deepcopy(current["status"])
@@ -363,7 +367,7 @@ class FakeApi:
         current = self._stored(resource, namespace, name)
         self._check_version(resource, current, patch)
         merged = _merge(copy.deepcopy(current), copy.deepcopy(patch))
-        if resource in WITH_STATUS:
+        if resource in self.with_status:
             # Through the main resource the status stays; through /status only it changes.
             new = copy.deepcopy(current)
             if subresource == "status":
