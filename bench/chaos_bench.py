@@ -1,13 +1,13 @@
 """The chaos tests (tests/kubernetes/chaos), larger: crashes, API faults, a restart.
 
-Each scenario runs on a fresh control plane (tests/support/controlplane.py) with
+Each scenario runs on a fresh control plane (testkit/controlplane.py) with
 `tfjob operator` as a subprocess and a thread playing the kubelet for every pod
-(tests/support/auto_kubelet.py). It prints how long the jobs took to converge and
+(testkit/auto_kubelet.py). It prints how long the jobs took to converge and
 a verdict on what must hold exactly:
 1. kill - N TFJobs x 2 workers created in 4 batches while the operator is SIGKILLed
    3 times at random moments and restarted: every job Succeeded, exactly 2N pods and
    2N services, no pod created twice, no restart counted.
-2. faults - the operator behind the fault proxy (tests/support/fault_proxy.py): 10% of
+2. faults - the operator behind the fault proxy (testkit/fault_proxy.py): 10% of
    requests get 500, 429, a reset before or after forwarding, or a delay, and every
    watch is cut at a random moment within 10 s; each job's worker 1 fails once
    with 137 (restartPolicy ExitCode, backoffLimit 3, successPolicy AllWorkers): every
@@ -38,8 +38,9 @@ from lightkube import Client, codecs
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.resources.core_v1 import Namespace, Pod, Service
 
-from tests.support.auto_kubelet import playing_kubelet
-from tests.support.controlplane import (
+from testkit import helpers
+from testkit.auto_kubelet import playing_kubelet
+from testkit.controlplane import (
     MANIFESTS_BASE,
     ControlPlane,
     apply_documents,
@@ -47,19 +48,10 @@ from tests.support.controlplane import (
     load_manifest,
     tfjob_resource,
 )
-from tests.support.fault_proxy import FaultProxy, Rule, writes
+from testkit.fault_proxy import FaultProxy, Rule, writes
+from testkit.helpers import free_port
 
 NAMESPACE = "chaos"
-IMAGE = "registry.example/tf:2.16"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
@@ -82,11 +74,11 @@ def cluster() -> Iterator[tuple[ControlPlane, Client]]:
 
 class Operator:
     def __init__(self, kubeconfig: Path, log: Path) -> None:
-        self.health = _free_port()
+        self.health = free_port()
         args = [
             sys.executable, "-c", "from tfjob.interfaces.cli import main; main()",
             "operator", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE,
-            "--metrics-port", str(_free_port()), "--health-port", str(self.health),
+            "--metrics-port", str(free_port()), "--health-port", str(self.health),
             "--bind-address", "127.0.0.1",
         ]  # fmt: skip
         with log.open("ab") as out:
@@ -109,26 +101,8 @@ class Operator:
 
 def tfjob(name: str, policy: str, success_policy: str = "", **run_policy: Any) -> Any:
     extra = {"successPolicy": success_policy} if success_policy else {}
-    return codecs.from_dict(
-        {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "TFJob",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {
-                **extra,
-                "runPolicy": run_policy,
-                "tfReplicaSpecs": {
-                    "Worker": {
-                        "replicas": 2,
-                        "restartPolicy": policy,
-                        "template": {
-                            "spec": {"containers": [{"name": "tensorflow", "image": IMAGE}]}
-                        },
-                    }
-                },
-            },
-        }
-    )
+    specs = {"Worker": helpers.replica(2, policy)}
+    return codecs.from_dict(helpers.tfjob(name, NAMESPACE, specs, **extra, runPolicy=run_policy))
 
 
 def statuses(kube: Client) -> dict[str, dict[str, Any]]:

@@ -25,7 +25,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.builders import job, pods, replica, services
+from testkit.builders import job, pods, replica, services
 from tfjob.api.observed import Pod
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import CreatePod

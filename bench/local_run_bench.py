@@ -33,6 +33,10 @@ from pathlib import Path
 import psutil
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from testkit import helpers
+
 REPLICAS = 16
 IDLE_SECONDS = 5.0
 # The replicas announce themselves, then sleep; sh is the user's choice here, not tfjob's.
@@ -41,19 +45,9 @@ TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
 
 
 def job_file(folder: Path) -> Path:
-    container = {"name": "tensorflow", "image": "none", "command": COMMAND}
-    job = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": "bench"},
-        "spec": {
-            "tfReplicaSpecs": {
-                "Worker": {"replicas": REPLICAS, "template": {"spec": {"containers": [container]}}}
-            }
-        },
-    }
+    worker = helpers.replica(REPLICAS, containers=[helpers.container("none", COMMAND)])
     path = folder / "job.yaml"
-    path.write_text(yaml.safe_dump(job))
+    path.write_text(yaml.safe_dump(helpers.tfjob("bench", None, {"Worker": worker})))
     return path
 
 

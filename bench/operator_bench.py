@@ -1,6 +1,6 @@
 """`tfjob operator` on a real API server: throughput, reaction time and memory.
 
-Runs on the test control plane (tests/support/controlplane.py: real etcd and
+Runs on the test control plane (testkit/controlplane.py: real etcd and
 kube-apiserver, no kubelet; pod phases are written the way FakeKubelet does). Figures,
 each with its baseline or goal:
 
@@ -54,13 +54,15 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.controlplane import (
+from testkit import helpers
+from testkit.controlplane import (
     MANIFESTS_BASE,
     ControlPlane,
     apply_documents,
     find_assets,
     load_manifest,
 )
+from testkit.helpers import free_port
 from tfjob.api.types import TFJob
 from tfjob.core.objects import PodRenderer, pod_manifest
 from tfjob.core.plan import CreatePod, CreateService
@@ -83,36 +85,9 @@ WORKERS = 4  # the operator's default, and the plain client's jobs in flight
 SUBMITTERS = 8  # concurrent TFJob POSTs from the "user"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def tfjob(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "runPolicy": {"cleanPodPolicy": "None"},
-            "tfReplicaSpecs": {
-                "Worker": {
-                    "replicas": REPLICAS,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {"name": "tensorflow", "image": "registry.example/tf:2.16"}
-                            ]
-                        }
-                    },
-                }
-            },
-        },
-    }
+    specs = {"Worker": helpers.replica(REPLICAS)}
+    return helpers.tfjob(name, namespace, specs, runPolicy={"cleanPodPolicy": "None"})
 
 
 # -- plumbing --------------------------------------------------------------------------
@@ -148,7 +123,7 @@ class Operator:
             script.write_text("from tfjob.interfaces.cli import main\nmain()\n")
             command = [sys.executable, "-m", "cProfile", "-o", str(Operator.profile), str(script)]
             Operator.profile = None
-        self.metrics_port = _free_port()
+        self.metrics_port = free_port()
         args = [
             *command,
             "operator",

@@ -1,6 +1,6 @@
 """An equal-work race: `tfjob operator` against Kubeflow's training-operator v1.9.4.
 
-Each run gets a fresh control plane (tests/support/controlplane.py: real etcd and
+Each run gets a fresh control plane (testkit/controlplane.py: real etcd and
 kube-apiserver, our CRD) and one operator, alternately tfjob and Kubeflow, at the same
 client limits (--kube-api-qps/--kube-api-burst) and the same number of reconcile
 threads (4). The bench submits N TFJobs x 4 workers and plays the kubelet: every pod
@@ -55,14 +55,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from operator_bench import (  # type: ignore[import-not-found]
-    _free_port,
     control_plane,
     create_namespace,
     running_status,
     submit,
 )
 
-from tests.support.controlplane import ControlPlane, find_assets
+from testkit.controlplane import ControlPlane, find_assets
+from testkit.helpers import free_port
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, SERVICES, TFJOBS, Resource
 
@@ -168,7 +168,7 @@ def _start(
     env: dict[str, str] | None = None,
 ) -> Process:
     """A Python operator (tfjob, or the floor) on our namespace, ports and limits."""
-    metrics, health = _free_port(), _free_port()
+    metrics, health = free_port(), free_port()
     args = [
         *command,
         "--kubeconfig",
@@ -225,7 +225,7 @@ async def start_kubeflow(
         await create_namespace(client, "kubeflow")
     secret = {"metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"}}
     await client.create(SECRETS, "kubeflow", secret)
-    metrics, health, webhook = _free_port(), _free_port(), _free_port()
+    metrics, health, webhook = free_port(), free_port(), free_port()
     binary = plane.assets.tool("training-operator")
     args = [
         str(binary),

@@ -1,6 +1,6 @@
 """`tfjob operator` at scale: memory and restart-to-ready with 10,000 TFJobs cached.
 
-Runs on the test control plane (tests/support/controlplane.py: real etcd and
+Runs on the test control plane (testkit/controlplane.py: real etcd and
 kube-apiserver, no kubelet). Creating 80,000 pods and services through the operator
 would take most of an hour on a 2-core machine, so this bench creates them itself:
 each TFJob is POSTed, then its 4 pods and 4 services are rendered by the same core
@@ -78,12 +78,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.operator_bench import (
     REPLICAS,
-    _free_port,
     control_plane,
     create_namespace,
     create_objects,
     tfjob,
 )
+from testkit.helpers import free_port
 from tfjob.api.types import TFJob
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import CreatePod, CreateService
@@ -155,8 +155,8 @@ class Operator:
 
     def __init__(self, kubeconfig: Path, log: Path, src: str) -> None:
         self.log = log
-        self.health_port = _free_port()
-        self.metrics_port = _free_port()
+        self.health_port = free_port()
+        self.metrics_port = free_port()
         env = {**os.environ, "PYTHONPATH": src}
         command = [
             sys.executable,

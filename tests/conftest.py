@@ -3,7 +3,7 @@
 Two things live here:
 
 - The repository root goes on ``sys.path`` so test helpers import as
-  ``tests.support...`` whether pytest is started as ``pytest`` or ``python -m pytest``
+  ``testkit...`` whether pytest is started as ``pytest`` or ``python -m pytest``
   and whatever the import mode.
 - Markers by fixture use: a test is marked ``controlplane`` exactly when it uses,
   directly or through other fixtures, the ``control_plane`` fixture (it starts a real

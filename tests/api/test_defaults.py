@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.builders import container, job, replica
+from testkit.builders import container, job, replica
 from tfjob.api.defaults import with_defaults
 
 PORT = {"name": "tfjob-port", "containerPort": 2222}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import NOW, actions_of, advance, job, pods, replica, run, services
+from testkit.builders import NOW, actions_of, advance, job, pods, replica, run, services
 from tfjob.api.types import TFJob
 from tfjob.core import gang
 from tfjob.core.objects import PodRenderer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from tests.support.builders import UID, actions_of, job, replica, run
+from testkit.builders import UID, actions_of, job, replica, run
 from tfjob.api.defaults import with_defaults
 from tfjob.core.objects import (
     PodRenderer,

@@ -13,7 +13,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.builders import actions_of, advance, job, later, pod, replica, run, service
+from testkit.builders import actions_of, advance, job, later, pod, replica, run, service
 from tfjob.api.observed import Pod
 from tfjob.api.types import TFJob
 from tfjob.core.plan import CreatePod, CreateService

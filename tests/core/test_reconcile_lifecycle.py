@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.builders import (
+from testkit.builders import (
     NOW,
     actions_of,
     advance,

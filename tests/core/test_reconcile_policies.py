@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.builders import (
+from testkit.builders import (
     actions_of,
     advance,
     condition_types,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.support.builders import job, replica, with_spec
+from testkit.builders import job, replica, with_spec
 from tfjob.api.defaults import with_defaults
 from tfjob.api.types import TFJob
 from tfjob.core.settings import Settings

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.tfjob_cli import job, replica, tfjob, write
+from testkit.tfjob_cli import job, replica, tfjob, write
 
 # A replica that leaves a file behind if it ever runs.
 STARTS = "open('STARTED', 'w').close()"

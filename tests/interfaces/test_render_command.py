@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from tests.support.tfjob_cli import REPO, tfjob
+from testkit.tfjob_cli import REPO, tfjob
 
 DIST_MNIST = REPO / "tests/fixtures/dist-mnist.yaml"
 

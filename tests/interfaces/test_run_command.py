@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.run_processes import STUBBORN, gone_within, started_replicas
-from tests.support.tfjob_cli import REPO, job, replica, tfjob, write
+from testkit.run_processes import STUBBORN, gone_within, started_replicas
+from testkit.tfjob_cli import REPO, job, replica, tfjob, write
 
 
 def test_the_ping_example_succeeds_from_any_folder(tmp_path: Path) -> None:

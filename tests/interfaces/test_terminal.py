@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.terminal import run_on_terminal
-from tests.support.tfjob_cli import RUN_LIMIT, TFJOB, job, replica, tfjob, write
+from testkit.terminal import run_on_terminal
+from testkit.tfjob_cli import RUN_LIMIT, TFJOB, job, replica, tfjob, write
 
 _JOB = job("shown", Worker=replica("print('hello')", replicas=2))
 _JOB["spec"]["successPolicy"] = "AllWorkers"  # wait for both, not just worker-0

@@ -16,20 +16,20 @@ gets a fresh namespace for isolation. Contracts, for test writers:
 - ``namespace`` (function): name of a fresh namespace, deleted (best effort) after the
   test. Until the ``cluster`` fixture has started the controller-manager, a deleted
   namespace stays Terminating, which is harmless: names are unique.
-- ``kubelet`` (session): a ``FakeKubelet`` (tests/support/kubelet.py).
+- ``kubelet`` (session): a ``FakeKubelet`` (testkit/kubelet.py).
 - ``crd_installed`` (session): manifests/base/crd.yaml applied and Established; its
   value is the lightkube generic resource class for TFJob (``.Status`` included).
 - ``rbac_installed`` (session): the namespace, ServiceAccount and RBAC from
   manifests/base applied.
-- ``cluster`` (session): a started ``Cluster`` (tests/support/cluster.py): the control
+- ``cluster`` (session): a started ``Cluster`` (testkit/cluster.py): the control
   plane plus kube-scheduler, kube-controller-manager and kwok (and the Volcano,
-  kube-batch and scheduler-plugins PodGroup CRDs of tests/support/crds/). Started on first use
+  kube-batch and scheduler-plugins PodGroup CRDs of testkit/crds/). Started on first use
   and kept for the rest of the session; with no nodes it binds nothing, so tests that
   play the kubelet themselves are unaffected. Skips/fails like ``control_plane``.
 - ``nodes`` (function): a ``Nodes`` for the test: ``nodes.add(count, cpu=, memory=,
   pods=)`` creates kwok nodes of that size (Ready when it returns); they and their
   pods are removed after the test. Pods end through the annotations in
-  tests/support/cluster.py (``EXIT_CODE_ANNOTATION`` ...).
+  testkit/cluster.py (``EXIT_CODE_ANNOTATION`` ...).
 - ``kwok`` (function): one default-size kwok node (via ``nodes``) and a ``KwokPods``:
   ``kwok.wait_running(namespace, count, labels)`` and ``kwok.end(namespace, pod,
   exit_code, reason)``.
@@ -40,7 +40,7 @@ gets a fresh namespace for isolation. Contracts, for test writers:
   must exit 0 within 20 s: every test also checks the graceful shutdown.
 - ``operator`` (function): one operator for the test's namespace, ready (``/readyz``).
 - ``jobs`` (function): the test's namespace through an admin client - create TFJobs,
-  read them, list pods/services/events, wait for conditions (tests/support/operators.py).
+  read them, list pods/services/events, wait for conditions (testkit/operators.py).
 
 A test that uses ``control_plane`` (directly or through any fixture above) is marked
 ``controlplane`` (tests/conftest.py); the pure tests here are not, so
@@ -66,8 +66,8 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace
 
-from tests.support.cluster import Cluster, KwokPods, Nodes
-from tests.support.controlplane import (
+from testkit.cluster import Cluster, KwokPods, Nodes
+from testkit.controlplane import (
     MANIFESTS_BASE,
     Assets,
     ControlPlane,
@@ -78,8 +78,8 @@ from tests.support.controlplane import (
     load_manifest,
     tfjob_resource,
 )
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import Jobs, Operators, RunningOperator
+from testkit.kubelet import FakeKubelet
+from testkit.operators import Jobs, Operators, RunningOperator
 
 GANG_CRDS = Path(__file__).resolve().parents[2] / "tests" / "support" / "crds"
 _ASSETS = pytest.StashKey[Assets | ControlPlaneUnavailable]()
@@ -247,7 +247,7 @@ def cluster(
 ) -> Iterator[Cluster]:
     """kube-scheduler, kube-controller-manager and kwok on the session's control plane.
 
-    The gang schedulers' PodGroup CRDs (tests/support/crds/) are installed first: the
+    The gang schedulers' PodGroup CRDs (testkit/crds/) are installed first: the
     garbage collector watches the resources it finds when it starts, and only looks
     for new ones every 30 s.
     """

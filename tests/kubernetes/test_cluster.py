@@ -17,14 +17,14 @@ from typing import Any
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from tests.support.cluster import (
+from testkit.cluster import (
     EXIT_CODE_ANNOTATION,
     REASON_ANNOTATION,
     RUN_FOR_ANNOTATION,
     Cluster,
     Nodes,
 )
-from tests.support.controlplane import ControlPlane
+from testkit.controlplane import ControlPlane
 
 
 def _pod(

@@ -23,8 +23,8 @@ from lightkube.models.core_v1 import Container, PodSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Pod
 
-from tests.support.controlplane import REPO_ROOT, ControlPlane, has_default_route
-from tests.support.kubelet import FakeKubelet
+from testkit.controlplane import REPO_ROOT, ControlPlane, has_default_route
+from testkit.kubelet import FakeKubelet
 
 
 def _built_version() -> str:
@@ -103,7 +103,7 @@ def test_starts_without_a_default_route(control_plane: ControlPlane) -> None:
         f"""
         import sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
-        from tests.support.controlplane import Assets, ControlPlane, has_default_route
+        from testkit.controlplane import Assets, ControlPlane, has_default_route
         assert not has_default_route()
         assets = Assets({str(control_plane.assets.kube_apiserver)!r},
                         {str(control_plane.assets.etcd)!r})
@@ -227,7 +227,7 @@ def test_children_die_with_the_test_process(tmp_path: Path) -> None:
         f"""
         import os, subprocess, sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
-        from tests.support.controlplane import _die_with_parent
+        from testkit.controlplane import _die_with_parent
         parent = os.getpid()
         child = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: _die_with_parent(parent))
         print(child.pid, flush=True)

@@ -10,7 +10,7 @@ from typing import Any
 from lightkube import Client
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
-from tests.support.controlplane import REPO_ROOT, ControlPlane
+from testkit.controlplane import REPO_ROOT, ControlPlane
 
 
 def _kubectl(plane: ControlPlane) -> list[str]:

@@ -20,7 +20,7 @@ import msgspec
 import pytest
 import yaml
 
-from tests.support.controlplane import OPERATOR_USER, ControlPlane
+from testkit.controlplane import OPERATOR_USER, ControlPlane
 from tfjob.runtimes.kubernetes import credentials
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.credentials import Connection, CredentialsError, connection
@@ -523,7 +523,7 @@ async def _whoami(client: KubeClient) -> str:
 
 def _foreign_ca(folder: Path) -> Path:
     """A CA that did not sign the API server's certificate."""
-    from tests.support.controlplane import _Certificates
+    from testkit.controlplane import _Certificates
 
     certs = _Certificates(folder)
     certs.generate()

@@ -24,9 +24,10 @@ import pytest
 import yaml
 from lightkube import Client
 
-from tests.support.install import REPO_ROOT, free_port, job_runs_to_success
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import Jobs, RunningOperator
+from testkit.helpers import free_port
+from testkit.install import REPO_ROOT, job_runs_to_success
+from testkit.kubelet import FakeKubelet
+from testkit.operators import Jobs, RunningOperator
 
 SCRIPT = REPO_ROOT / "scripts" / "image.sh"
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]

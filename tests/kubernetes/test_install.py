@@ -20,8 +20,8 @@ import pytest
 import yaml
 from lightkube import Client
 
-from tests.support.controlplane import ControlPlane
-from tests.support.install import (
+from testkit.controlplane import ControlPlane
+from testkit.install import (
     OVERLAYS,
     REPO_ROOT,
     expand,
@@ -33,8 +33,8 @@ from tests.support.install import (
     service_account_kubeconfig,
     start_operator,
 )
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import Jobs, RunningOperator
+from testkit.kubelet import FakeKubelet
+from testkit.operators import Jobs, RunningOperator
 
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.controlplane import _Certificates
+from testkit.controlplane import _Certificates
 from tfjob.runtimes.kubernetes import credentials
 from tfjob.runtimes.kubernetes.credentials import CredentialsError, connection
 from tfjob.runtimes.kubernetes.kubeconfig import Source, choose, read

@@ -25,7 +25,8 @@ from lightkube.resources.events_v1 import Event as EventsV1Event
 from lightkube.resources.rbac_authorization_v1 import ClusterRole
 from lightkube.types import PatchType
 
-from tests.support.controlplane import (
+from testkit import helpers
+from testkit.controlplane import (
     MANIFESTS_BASE,
     OPERATOR_USER,
     ControlPlane,
@@ -39,28 +40,8 @@ TFJOB_PATH = "/apis/kubeflow.org/v1/namespaces/{ns}/tfjobs"
 
 def tfjob(name: str, **spec: Any) -> dict[str, Any]:
     """A minimal valid TFJob; ``spec`` keys override or add to the defaults."""
-    body: dict[str, Any] = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {
-            "tfReplicaSpecs": {
-                "Worker": {
-                    "replicas": 2,
-                    "restartPolicy": "OnFailure",
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {"name": "tensorflow", "image": "tensorflow/tensorflow:2.16.1"}
-                            ]
-                        }
-                    },
-                }
-            }
-        },
-    }
-    body["spec"].update(spec)
-    return body
+    worker = helpers.replica(2, "OnFailure", [helpers.container("tensorflow/tensorflow:2.16.1")])
+    return helpers.tfjob(name, None, {"Worker": worker}, **spec)
 
 
 def create(crd: Any, kube: Client, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.local_harness import Harness
+from testkit.local_harness import Harness
 
 
 @pytest.fixture

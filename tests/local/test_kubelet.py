@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.support.local_harness import Harness, gone_within, pod_manifest, python
+from testkit.local_harness import Harness, gone_within, pod_manifest, python
 from tfjob.api.observed import Pod
 
 

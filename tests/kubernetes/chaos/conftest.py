@@ -1,11 +1,11 @@
 """Fixtures for the chaos tests (the operator's fixtures come from tests/kubernetes).
 
-- ``proxy`` (function): a ``FaultProxy`` (tests/support/fault_proxy.py) in front of the
+- ``proxy`` (function): a ``FaultProxy`` (testkit/fault_proxy.py) in front of the
   session's API server, with no rules yet; stopped after the test.
 - ``proxied_operators`` (function): like ``operators``, but each operator reaches the
   API server through ``proxy`` (as the operator's ServiceAccount: RBAC applies). Every
   operator still running at the end must exit 0 on SIGTERM.
-- ``auto_kubelet`` (function): an ``AutoKubelet`` (tests/support/auto_kubelet.py)
+- ``auto_kubelet`` (function): an ``AutoKubelet`` (testkit/auto_kubelet.py)
   playing the kubelet for every pod of the test's namespace.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from lightkube import Client
 
-from tests.support.auto_kubelet import AutoKubelet, playing_kubelet
-from tests.support.controlplane import ControlPlane
-from tests.support.fault_proxy import FaultProxy
-from tests.support.operators import Operators
+from testkit.auto_kubelet import AutoKubelet, playing_kubelet
+from testkit.controlplane import ControlPlane
+from testkit.fault_proxy import FaultProxy
+from testkit.operators import Operators
 
 
 @pytest.fixture

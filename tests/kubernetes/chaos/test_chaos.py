@@ -16,18 +16,12 @@ from typing import Any
 import pytest
 from lightkube import Client, codecs
 
-from tests.support.auto_kubelet import AutoKubelet
-from tests.support.controlplane import ControlPlane
-from tests.support.fault_proxy import FaultProxy, Rule, deletes_of, writes
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import (
-    STOP_TIMEOUT,
-    Jobs,
-    Operators,
-    RunningOperator,
-    replica,
-    wait_for,
-)
+from testkit.auto_kubelet import AutoKubelet
+from testkit.controlplane import ControlPlane
+from testkit.fault_proxy import FaultProxy, Rule, deletes_of, writes
+from testkit.helpers import wait_for
+from testkit.kubelet import FakeKubelet
+from testkit.operators import STOP_TIMEOUT, Jobs, Operators, RunningOperator, replica
 from tfjob.api.constants import CONTROLLER_NAME
 from tfjob.runtimes.kubernetes.operator import EVENT_FLUSH_SECONDS
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster_cli import Cli
+from testkit.cluster_cli import Cli
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The cluster commands end to end: what a user types, what they see, the exit status.
 
 The API server, its validation, RBAC of the operator and the operator itself are
-real; the FakeKubelet (tests/support/kubelet.py) reports pod phases as a kubelet would.
+real; the FakeKubelet (testkit/kubelet.py) reports pod phases as a kubelet would.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import time
 
 import yaml
 
-from tests.support.cluster_cli import Cli, job_document
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import Jobs, RunningOperator
+from testkit.cluster_cli import Cli, job_document
+from testkit.kubelet import FakeKubelet
+from testkit.operators import Jobs, RunningOperator
 
 
 def _one_line_error(text: str) -> str:

@@ -1,6 +1,6 @@
 """`tfjob logs` and `tfjob submit --follow` reading replicas' output through the API
 server's pod log endpoint, served by kwok playing every node's kubelet (its container
-logs come from one CRI-format file, tests/support/cluster.py: every container of every
+logs come from one CRI-format file, testkit/cluster.py: every container of every
 pod shows the same lines, so each replica must show each line once, prefixed).
 """
 
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tests.support.cluster import Cluster, Nodes
-from tests.support.cluster_cli import Cli, ending_job
-from tests.support.operators import Jobs, RunningOperator, wait_for
+from testkit.cluster import Cluster, Nodes
+from testkit.cluster_cli import Cli, ending_job
+from testkit.helpers import wait_for
+from testkit.operators import Jobs, RunningOperator
 
 
 def _append(cluster: Cluster, *lines: str) -> None:

@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
-from tests.support.cluster_cli import LIMIT, Cli, job_document
-from tests.support.operators import Jobs
-from tests.support.tfjob_cli import TFJOB
+from testkit.cluster_cli import LIMIT, Cli, job_document
+from testkit.operators import Jobs
+from testkit.tfjob_cli import TFJOB
 
 
 def _two_contexts(kubeconfig: Path, namespace: str, folder: Path) -> Path:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.cluster import Cluster, Nodes
-from tests.support.cluster_cli import LIMIT, Cli, ending_job, job_document
-from tests.support.controlplane import ControlPlane
-from tests.support.operators import Jobs, RunningOperator
-from tests.support.terminal import run_on_terminal
+from testkit.cluster import Cluster, Nodes
+from testkit.cluster_cli import LIMIT, Cli, ending_job, job_document
+from testkit.controlplane import ControlPlane
+from testkit.operators import Jobs, RunningOperator
+from testkit.terminal import run_on_terminal
 
 
 def test_submit_follow_on_a_terminal_shows_the_live_table_and_coloured_output(

@@ -2,7 +2,10 @@
 
 - ``client`` (function): our KubeClient (aiohttp) as admin, closed after the test.
 - ``lane`` (function): an operator's parts wired in-process with their informers
-  running (tests/support/status_lane.py), for status-lane and reconciler tests.
+  running (testkit/status_lane.py), for status-lane and reconciler tests.
+- ``api`` (function): an in-memory API server (testkit/fake_api.py) with the namespace
+  "default", for tests of the shell's logic that need a client but no etcd;
+  ``api.client()`` is the client.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.status_lane import Lane
+from testkit.fake_api import FakeApi
+from testkit.status_lane import Lane
 from tfjob.runtimes.kubernetes.client import KubeClient
 
 
@@ -30,3 +34,8 @@ async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncI
     await built.informers()
     yield built
     await built.stop()
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi(namespaces=["default"])

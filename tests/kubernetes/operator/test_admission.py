@@ -1,6 +1,6 @@
 """Bad TFJobs are refused at the door, the same way by a cluster and by `tfjob run`.
 
-Every file of the malformed corpus (tests/validation/corpus) is applied with the
+Every file of the malformed corpus (tests/fixtures/malformed) is applied with the
 kubectl built from the API server's own module while the operator runs, and given to
 `tfjob run`: a job is either refused by `kubectl apply`, naming its field, or reaches
 Failed within 5 s; `tfjob run` exits 2 exactly for the jobs the API server refuses.
@@ -18,10 +18,11 @@ from typing import Any
 
 import yaml
 
-from tests.support.controlplane import ControlPlane
-from tests.support.corpus import Case, cases
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import IMAGE, Jobs, RunningOperator, replica, wait_for
+from testkit.controlplane import ControlPlane
+from testkit.corpus import Case, cases
+from testkit.helpers import IMAGE, tfjob, wait_for
+from testkit.kubelet import FakeKubelet
+from testkit.operators import Jobs, RunningOperator, replica
 
 TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
 FAILED_WITHIN = 5.0
@@ -29,12 +30,7 @@ FAILED_WITHIN = 5.0
 
 def _valid_job(name: str) -> dict[str, Any]:
     container = {"name": "tensorflow", "image": IMAGE, "command": ["python3", "-c", "pass"]}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {"tfReplicaSpecs": {"Worker": replica(1, "Never", [container])}},
-    }
+    return tfjob(name, None, {"Worker": replica(1, "Never", [container])})
 
 
 def _kubectl(plane: ControlPlane, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:

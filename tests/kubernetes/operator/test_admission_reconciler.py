@@ -8,7 +8,7 @@ in-process against the real API server.
 
 The failures are injected: the API server cannot be made to answer 500 on demand, and
 since the CRD carries the pod schema it no longer stores any spec known to make the
-core raise (the corpus in tests/validation covers the ones that did). Everything else
+core raise (the corpus in tests/fixtures/malformed covers the ones that did). Everything else
 (the client, the caches, the status writes) is real.
 - A job like one admitted a moment ago (same template, a name of the same shape)
   sends no dry run; a job with another template still does, a bad one is still
@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.operators import IMAGE, replica, tfjob
-from tests.support.status_lane import Lane, until
+from testkit.helpers import IMAGE, tfjob, until
+from testkit.operators import replica
+from testkit.status_lane import Lane
 from tfjob.api.errors import PermanentError
 from tfjob.api.types import JobStatus
 from tfjob.core.settings import Settings

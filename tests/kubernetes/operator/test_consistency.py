@@ -18,9 +18,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import replica, tfjob
-from tests.support.status_lane import Lane, until
+from testkit.helpers import tfjob, until
+from testkit.kubelet import FakeKubelet
+from testkit.operators import replica
+from testkit.status_lane import Lane
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.types import JobCondition, JobStatus, TFJob
 from tfjob.core.settings import Settings

@@ -1,5 +1,8 @@
-"""The event recorder against the real API server: repeats fold, nothing is lost, and
-Events yield to the reconciler's creates and deletes (bounded; a flush waits for none)."""
+"""The event recorder: repeats fold, nothing is lost, and Events yield to the
+reconciler's creates and deletes (bounded; a flush waits for none).
+
+Its logic runs on the in-memory API (testkit/fake_api.py, fixture ``api``); folding
+through the real API server, and through a proxy's faults on it, runs on the real one."""
 
 from __future__ import annotations
 
@@ -9,15 +12,17 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
-from tests.support.controlplane import ControlPlane
-from tests.support.fault_proxy import FaultProxy, Rule, token_of
+from testkit.controlplane import ControlPlane
+from testkit.fake_api import FakeApi
+from testkit.fault_proxy import FaultProxy, Rule, token_of
 from tfjob.runtimes.kubernetes import events as events_module
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
-from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.events import COMBINED_PREFIX, EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.resources import EVENTS
 
@@ -52,7 +57,7 @@ async def _through_faults(
             await faulty.close()
 
 
-async def _events(client: KubeClient, namespace: str) -> list[dict[str, object]]:
+async def _events(client: Any, namespace: str) -> list[dict[str, object]]:
     listing = msgspec.json.decode(await client.list(EVENTS, namespace))
     return list(listing["items"])
 
@@ -78,10 +83,8 @@ async def test_repeats_fold_into_counts_and_every_occurrence_is_written(
     assert writes < 114  # folded while waiting: fewer writes than occurrences
 
 
-async def test_an_event_the_api_will_not_take_is_counted_as_dropped(
-    client: KubeClient,
-) -> None:
-    recorder = EventRecorder(client)
+async def test_an_event_the_api_will_not_take_is_counted_as_dropped(api: FakeApi) -> None:
+    recorder = EventRecorder(api.client())  # type: ignore[arg-type]
     gone = ObjectRef(namespace="no-such-namespace-here", name="j", uid="uid-2")
     async with _sending(recorder):
         recorder.record(gone, "Normal", "TFJobCreated", "TFJob j is created.")
@@ -135,9 +138,8 @@ async def _written(recorder: EventRecorder, within: float) -> float:
     return loop.time() - started
 
 
-async def test_events_wait_while_creates_are_in_flight_and_all_follow_them(
-    client: KubeClient, namespace: str
-) -> None:
+async def test_events_wait_while_creates_are_in_flight_and_all_follow_them(api: FakeApi) -> None:
+    client, namespace = api.client(), "default"
     writes = ReconcileWrites()
     recorder = EventRecorder(client, writes=writes, max_wait=30)
     job = ObjectRef(namespace=namespace, name="j", uid="uid-3")
@@ -156,9 +158,8 @@ async def test_events_wait_while_creates_are_in_flight_and_all_follow_them(
     assert recorder.metrics.dropped.labels(reason="shutdown")._value.get() == 0
 
 
-async def test_an_event_waits_behind_creates_no_longer_than_its_bound(
-    client: KubeClient, namespace: str
-) -> None:
+async def test_an_event_waits_behind_creates_no_longer_than_its_bound(api: FakeApi) -> None:
+    client, namespace = api.client(), "default"
     writes = ReconcileWrites()
     recorder = EventRecorder(client, writes=writes, max_wait=0.5)
     job = ObjectRef(namespace=namespace, name="j", uid="uid-4")
@@ -170,9 +171,8 @@ async def test_an_event_waits_behind_creates_no_longer_than_its_bound(
     assert len(await _events(client, namespace)) == 1
 
 
-async def test_a_flush_writes_every_event_at_once_even_while_creates_go_on(
-    client: KubeClient, namespace: str
-) -> None:
+async def test_a_flush_writes_every_event_at_once_even_while_creates_go_on(api: FakeApi) -> None:
+    client, namespace = api.client(), "default"
     writes = ReconcileWrites()
     recorder = EventRecorder(client, writes=writes, max_wait=30)
     job = ObjectRef(namespace=namespace, name="j", uid="uid-5")
@@ -206,13 +206,14 @@ async def test_writes_in_flight_one_rule_for_statuses_and_events() -> None:
 
 
 async def test_events_recorded_within_the_clocks_resolution_are_all_written(
-    client: KubeClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+    api: FakeApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Events are named after the job and the time in nanoseconds. A clock that gives
     the same reading twice (a coarse clock, or one stepped back) must not give two
     events one name: the second write would meet AlreadyExists and count as done."""
     monkeypatch.setattr(events_module.time, "time_ns", lambda: 1_700_000_000_000_000_000)
-    recorder = EventRecorder(client)
+    client, namespace = api.client(), "default"
+    recorder = EventRecorder(client)  # type: ignore[arg-type]
     job = ObjectRef(namespace=namespace, name="j", uid="uid-3")
     async with _sending(recorder):
         for i in range(3):
@@ -223,27 +224,21 @@ async def test_events_recorded_within_the_clocks_resolution_are_all_written(
 
 
 async def test_a_flush_does_not_wait_out_the_writers_retry_backoff(
-    client: KubeClient,
-    control_plane: ControlPlane,
-    kubeconfig: Path,
-    namespace: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    api: FakeApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every writer failed once (503) and backs off for 30 s; SIGTERM's flush must not
     wait for them: the event is written within a second and none counted dropped."""
     monkeypatch.setattr(events_module, "RETRY_BASE", 30.0)
     monkeypatch.setattr(events_module, "RETRY_MAX", 30.0)
+    client, namespace = api.client(), "default"
     job = ObjectRef(namespace=namespace, name="j", uid="uid-9")
-    fault = Rule("503", 1.0, times=events_module.SENDERS)
-    async with _through_faults(control_plane, kubeconfig, tmp_path, 7, fault) as (
-        proxy,
-        recorder,
-    ):
+    api.fail(503, verb="create", resource=EVENTS, times=events_module.SENDERS)
+    recorder = EventRecorder(client)  # type: ignore[arg-type]
+    async with _sending(recorder):
         recorder.record(job, "Normal", "TFJobCreated", "TFJob j is created.")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 10
-        while proxy.injected["503"] < events_module.SENDERS:  # all writers resting
+        while len([r for r in api.of("create") if r.error]) < events_module.SENDERS:
             assert loop.time() < deadline, "the writers did not all fail once"
             await asyncio.sleep(0.01)
         started = loop.time()
@@ -252,3 +247,25 @@ async def test_a_flush_does_not_wait_out_the_writers_retry_backoff(
     (event,) = await _events(client, namespace)
     assert event["message"] == "TFJob j is created." and event["count"] == 1
     assert recorder.metrics.dropped.labels(reason="shutdown")._value.get() == 0
+
+
+async def test_a_create_whose_answer_was_lost_is_not_written_twice(api: FakeApi) -> None:
+    """The API server stored the Event but the answer never came (a reset): the
+    retried POST meets AlreadyExists, and the count is patched onto the stored one,
+    not sent as a second Event."""
+    client, namespace = api.client(), "default"
+    api.fail(TransportError("reset"), verb="create", resource=EVENTS, after=True)
+    recorder = EventRecorder(client)  # type: ignore[arg-type]
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-7")
+    async with _sending(recorder):
+        recorder.record(job, "Normal", "TFJobCreated", "TFJob j is created.")
+        assert await recorder.flush(10)
+    (event,) = await _events(client, namespace)
+    assert event["count"] == 1
+    answers = [
+        (r.verb, r.error.code if isinstance(r.error, ApiError) else r.error)
+        for r in api.of(resource=EVENTS)
+    ]
+    assert [verb for verb, _ in answers] == ["create", "create", "patch", "list"]
+    assert answers[1][1] == 409  # AlreadyExists
+    assert recorder.metrics.retries._value.get() == 1

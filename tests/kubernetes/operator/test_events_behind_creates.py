@@ -12,7 +12,8 @@ from typing import Any
 
 import msgspec
 
-from tests.support.operators import replica, tfjob
+from testkit.helpers import tfjob
+from testkit.operators import replica
 from tfjob.api.constants import CONTROLLER_NAME
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions

@@ -3,7 +3,7 @@
 Native Kubernetes gang scheduling runs for real here: kube-scheduler v1.36 with its
 GangScheduling plugin binds pods to kwok nodes sized so that exactly 3 one-CPU workers
 fit. Volcano, kube-batch and scheduler-plugins do not build here, so for them the
-operator's objects are checked against their PodGroup CRDs (tests/support/crds/, which
+operator's objects are checked against their PodGroup CRDs (testkit/crds/, which
 prune any field their API does not have): the group, the annotations, labels,
 scheduler names and events, and Volcano's hold on pod creation.
 
@@ -17,23 +17,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import msgspec
 import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
-from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, Cluster, Nodes
-from tests.support.controlplane import REPO_ROOT, ControlPlane, apply_documents, load_manifest
-from tests.support.operators import IMAGE, Jobs, Operators, wait_for
-from tfjob.api.errors import TemporaryError
-from tfjob.core import gang
-from tfjob.core.plan import UpdateGroup
-from tfjob.runtimes.kubernetes.client import ApiError as ClientApiError
-from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
-from tfjob.runtimes.kubernetes.gang import GangGroups
-from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.resources import Resource
+from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, Cluster, Nodes
+from testkit.controlplane import REPO_ROOT, ControlPlane, apply_documents, load_manifest
+from testkit.helpers import IMAGE, wait_for
+from testkit.operators import Jobs, Operators
 
 CRDS = REPO_ROOT / "tests" / "support" / "crds"
 UNFIT_WAIT = 2.0  # seconds a gang is left unschedulable before the test checks it
@@ -455,43 +446,6 @@ def test_volcano_pod_group_follows_scaling_and_keeps_its_queue(
     )
     assert group["status"]["phase"] == "Inqueue"  # the status Volcano wrote is kept
     wait_for(lambda: len(_pods_of(control_plane, namespace, "vq")) == 3, message="3 pods")
-
-
-async def test_a_stale_or_missing_group_update_fails_to_be_retried(
-    plugins_crd: None, client: KubeClient, namespace: str
-) -> None:
-    """The PUT carries the resourceVersion read: a group changed since is not
-    overwritten (409), a group gone is not re-created by it (404). Either comes back
-    as a temporary error, which the worker loop retries with backoff from a new GET;
-    no Event is recorded for an update, as upstream records none."""
-    recorder = EventRecorder(client)
-    groups = GangGroups(client, recorder, Metrics(), "scheduler-plugins-scheduler")
-    ref = ObjectRef(namespace=namespace, name="pg", uid="uid-pg")
-    resource = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups")
-    manifest = {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": "pg", "namespace": namespace},
-        "spec": {"minMember": 2},
-    }
-    read = msgspec.json.decode(await client.create(resource, namespace, manifest))
-    fresh = UpdateGroup(kind=gang.PLUGINS_POD_GROUP, manifest={**read, "spec": {"minMember": 3}})
-    assert await groups.act(ref, fresh) is None
-    (stored,) = await groups.observe(namespace, "pg")
-    assert stored["spec"] == {"minMember": 3}
-
-    stale = UpdateGroup(kind=gang.PLUGINS_POD_GROUP, manifest={**read, "spec": {"minMember": 4}})
-    conflict = await groups.act(ref, stale)
-    assert isinstance(conflict, ClientApiError) and conflict.conflict
-    assert isinstance(conflict, TemporaryError)
-    (stored,) = await groups.observe(namespace, "pg")
-    assert stored["spec"] == {"minMember": 3}
-
-    await client.delete(resource, namespace, "pg")
-    gone = await groups.act(ref, UpdateGroup(kind=gang.PLUGINS_POD_GROUP, manifest=stored))
-    assert isinstance(gone, ClientApiError) and gone.not_found and not gone.refused
-    assert await groups.observe(namespace, "pg") == []
-    assert recorder.metrics.recorded._value.get() == 0
 
 
 def test_operator_refuses_to_start_without_the_group_api(

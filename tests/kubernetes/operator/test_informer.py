@@ -1,7 +1,10 @@
-"""The informer against the real API server: what it reports after being away.
+"""The informer: what it reports after being away, and how it reads real lists.
 
 In-process (no operator subprocess): the informer is stopped, the cluster changes,
 and the informer is started again - the way a dropped watch connection looks to it.
+Its own logic (resuming a watch, relisting on 410) runs on the in-memory API
+(testkit/fake_api.py), which can also expire a watch's resourceVersion; how it reads
+the real server's pages and metadata-only answers runs on the real API server.
 """
 
 from __future__ import annotations
@@ -11,14 +14,15 @@ from typing import Any
 
 import msgspec
 
-from tests.support.operators import replica, tfjob
+from testkit.fake_api import FakeApi
+from testkit.helpers import IMAGE, tfjob, until
+from testkit.operators import replica
 from tfjob.api.observed import Pod
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
 from tfjob.runtimes.kubernetes.informer import Handlers, Informer
 from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
 
-IMAGE = "registry.example/tf:2.16"
 CONFIGMAPS = Resource("", "v1", "configmaps")
 
 
@@ -59,69 +63,69 @@ class Seen:
         )
 
 
-async def _until(condition: Any, within: float = 10.0) -> None:
-    """Poll `condition` (the informer has no "changed" signal to wait on)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while loop.time() < deadline:
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise TimeoutError(f"condition not met within {within} s")
-
-
 async def _stop(task: asyncio.Task[None]) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_a_restarted_informer_resumes_its_watch_without_relisting(
-    client: KubeClient, namespace: str
-) -> None:
-    informer = Informer(client, PODS, POD_CODEC, namespace=namespace)
+async def test_a_restarted_informer_resumes_its_watch_without_relisting(api: FakeApi) -> None:
+    client, namespace = api.client(), "default"
+    informer = Informer(client, PODS, POD_CODEC, namespace=namespace)  # type: ignore[arg-type]
     seen = Seen()
     informer.add_handlers(seen.handlers())
     await client.create(PODS, namespace, _pod("a"))
     task = asyncio.create_task(informer.run())
-    await _until(lambda: informer.synced.is_set() and len(informer) == 1)
+    await until(lambda: informer.synced.is_set() and len(informer) == 1)
     await _stop(task)
 
     await client.create(PODS, namespace, _pod("b"))  # while it is away
     await client.delete(PODS, namespace, "a")
     task = asyncio.create_task(informer.run())
-    await _until(lambda: "a" in seen.deleted and len(informer) == 1)
+    await until(lambda: "a" in seen.deleted and len(informer) == 1)
     await _stop(task)
     assert seen.added == ["a", "b"]
     assert informer.get(f"{namespace}/b") is not None
     assert informer.relists == 0  # the watch picked up where it left off
 
 
-async def test_a_relist_reports_what_changed_while_away(client: KubeClient, namespace: str) -> None:
-    """What a 410 Gone leads to: the informer lists afresh and delivers the difference
-    between its cache and the list as adds and deletes (so a deletion it never saw as
-    an event still reaches the handlers). A fresh API server still has its whole
-    history, so the 410 itself cannot be provoked here; forgetting the resourceVersion
-    is exactly what the informer does on one."""
-    informer = Informer(client, PODS, POD_CODEC, namespace=namespace)
+async def test_a_relist_reports_what_changed_while_away() -> None:
+    """A watch from a resourceVersion the API server no longer keeps gets 410 Expired:
+    the informer lists afresh and delivers the difference between its cache and the
+    list as adds and deletes (so a deletion it never saw as an event still reaches
+    the handlers), then watches again."""
+    api = FakeApi(namespaces=["default"], history=2)  # keeps only the last 2 changes
+    client, namespace = api.client(), "default"
+    informer = Informer(client, PODS, POD_CODEC, namespace=namespace)  # type: ignore[arg-type]
     seen = Seen()
     informer.add_handlers(seen.handlers())
     for name in ("a", "b"):
         await client.create(PODS, namespace, _pod(name))
     task = asyncio.create_task(informer.run())
-    await _until(lambda: len(informer) == 2)
+    await until(lambda: len(informer) == 2)
     await _stop(task)
 
     await client.delete(PODS, namespace, "a")
     await client.create(PODS, namespace, _pod("c"))
-    informer.resource_version = ""
+    await client.create(PODS, namespace, _pod("x"))
+    await client.delete(PODS, namespace, "x")  # its version is older than the history now
     task = asyncio.create_task(informer.run())
-    await _until(lambda: "a" in seen.deleted and len(informer) == 2)
+    await until(lambda: "a" in seen.deleted and len(informer) == 2)
     await client.create(PODS, namespace, _pod("d"))  # and it watches again afterwards
-    await _until(lambda: len(informer) == 3)
+    await until(lambda: len(informer) == 3)
     await _stop(task)
     assert sorted(seen.added) == ["a", "b", "c", "d"]
     assert seen.deleted == ["a"]
     assert {p.metadata.name for p in informer.items()} == {"b", "c", "d"}
+    assert informer.relists == 1
+    assert [
+        r.verb for r in api.requests if r.resource == "pods" and r.verb in ("list", "watch")
+    ] == [
+        "list",  # the first start
+        "watch",
+        "watch",  # the restart: 410
+        "list",
+        "watch",
+    ]
 
 
 async def test_a_metadata_only_informer_caches_services_and_follows_them(
@@ -144,10 +148,10 @@ async def test_a_metadata_only_informer_caches_services_and_follows_them(
     uid = owner["metadata"]["uid"]
     await client.create(SERVICES, namespace, _service("a", uid))
     task = asyncio.create_task(informer.run())
-    await _until(lambda: informer.synced.is_set() and len(informer) == 1)
+    await until(lambda: informer.synced.is_set() and len(informer) == 1)
     await client.create(SERVICES, namespace, _service("b", uid))
     await client.delete(SERVICES, namespace, "a")
-    await _until(lambda: ("delete", "a") in seen and len(informer) == 1)
+    await until(lambda: ("delete", "a") in seen and len(informer) == 1)
     await _stop(task)
     assert seen == [("add", "a"), ("add", "b"), ("delete", "a")]
     cached = informer.get(f"{namespace}/b")
@@ -163,7 +167,7 @@ async def test_pages_are_followed_to_the_end(client: KubeClient, namespace: str)
     for name in ("a", "b", "c", "d", "e"):
         await client.create(SERVICES, namespace, _service(name))
     task = asyncio.create_task(informer.run())
-    await _until(informer.synced.is_set)
+    await until(informer.synced.is_set)
     await _stop(task)
     assert sorted(s.metadata.name for s in informer.items()) == ["a", "b", "c", "d", "e"]
 
@@ -173,7 +177,7 @@ async def _added_once(informer: Informer[Any]) -> list[str]:
     added: list[str] = []
     informer.add_handlers(Handlers(on_add=lambda obj: added.append(obj.metadata.name)))
     task = asyncio.create_task(informer.run())
-    await _until(informer.synced.is_set)
+    await until(informer.synced.is_set)
     await _stop(task)
     return added
 

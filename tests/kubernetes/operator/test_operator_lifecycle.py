@@ -1,7 +1,7 @@
 """A TFJob's life as a user watches it: Running, Succeeded, Failed, restarts,
 clean-up, deletion, deadlines, TTL, suspend/resume and managedBy.
 
-On the test cluster (tests/support/cluster.py): kube-scheduler binds the pods to a
+On the test cluster (testkit/cluster.py): kube-scheduler binds the pods to a
 kwok node, kwok runs them and ends each one with the exit code the test asks for
 (``_end``), and the garbage collector removes what a deleted job owned. Only the
 restart test, which needs a replacement pod held Pending, plays the kubelet itself
@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import EXIT_CODE_ANNOTATION, REASON_ANNOTATION, Nodes
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import Jobs, Operators, RunningOperator, replica, wait_for
+from testkit.cluster import EXIT_CODE_ANNOTATION, REASON_ANNOTATION, Nodes
+from testkit.helpers import wait_for
+from testkit.kubelet import FakeKubelet
+from testkit.operators import Jobs, Operators, RunningOperator, replica
 
 
 def _parse(stamp: str) -> datetime:

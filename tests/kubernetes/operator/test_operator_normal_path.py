@@ -14,15 +14,9 @@ from typing import Any
 
 from lightkube import codecs
 
-from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, KwokPods
-from tests.support.operators import (
-    IMAGE,
-    Jobs,
-    Operators,
-    RunningOperator,
-    replica,
-    wait_for,
-)
+from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, KwokPods
+from testkit.helpers import IMAGE, wait_for
+from testkit.operators import Jobs, Operators, RunningOperator, replica
 from tfjob.api.containers import tensorflow_container
 
 

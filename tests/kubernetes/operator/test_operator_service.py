@@ -5,15 +5,9 @@ from __future__ import annotations
 import secrets
 import time
 
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import (
-    IMAGE,
-    Jobs,
-    Operators,
-    RunningOperator,
-    replica,
-    wait_for,
-)
+from testkit.helpers import IMAGE, wait_for
+from testkit.kubelet import FakeKubelet
+from testkit.operators import Jobs, Operators, RunningOperator, replica
 
 
 def test_an_invalid_job_fails_with_the_field_named_and_others_still_run(

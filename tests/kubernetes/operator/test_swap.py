@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from lightkube import Client
 
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import Jobs, Operators, RunningOperator, replica, wait_for
-from tests.support.training_operator import Kubeflow, stop
+from testkit.helpers import wait_for
+from testkit.kubelet import FakeKubelet
+from testkit.operators import Jobs, Operators, RunningOperator, replica
+from testkit.training_operator import Kubeflow, stop
 
 WORKERS = {"swap-worker-0", "swap-worker-1"}
 SPECS = {"Worker": replica(2, restart_policy="OnFailure")}

@@ -19,7 +19,6 @@ import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,10 +34,13 @@ from typing import Any
 
 import pytest
 
+from testkit.helpers import free_port
+
 _HERE = Path(__file__).resolve().parent
 _OPERATOR = pytest.StashKey["OperatorProcess"]()
 _PR_SET_PDEATHSIG = 1
 _READY_TIMEOUT = 60.0
+
 _STOP_TIMEOUT = 20.0
 
 
@@ -74,13 +76,6 @@ class OperatorProcess:
                 return "".join(deque(handle, maxlen=lines))
         except OSError:
             return ""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -138,7 +133,7 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     """``tfjob operator`` watching all namespaces, ready before the first test."""
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
-    health_port, metrics_port = _free_port(), _free_port()
+    health_port, metrics_port = free_port(), free_port()
     args = [
         *_tfjob_command(),
         "operator",

@@ -9,10 +9,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tests.support.cluster_cli import Cli, job_document
-from tests.support.controlplane import ControlPlane
-from tests.support.kubelet import FakeKubelet
-from tests.support.sdk_jobs import build_tfjob
+from testkit.cluster_cli import Cli, job_document
+from testkit.controlplane import ControlPlane
+from testkit.kubelet import FakeKubelet
+from testkit.sdk_jobs import build_tfjob
 
 
 def test_the_sdk_and_kubectl_see_a_submitted_job_unchanged(

@@ -23,8 +23,9 @@ import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from tests.support.cluster import KwokPods
-from tests.support.sdk_jobs import IMAGE, build_tfjob
+from testkit.cluster import KwokPods
+from testkit.helpers import container, replica, tfjob
+from testkit.sdk_jobs import IMAGE, build_tfjob
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 POLL = 1  # seconds between the SDK's GETs (its polling_interval is typed int)
@@ -226,19 +227,7 @@ def test_job_created_without_run_policy_is_readable(
     from kubernetes import config
 
     name = "bare"
-    manifest = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {
-            "tfReplicaSpecs": {
-                "Worker": {
-                    "replicas": 1,
-                    "template": {"spec": {"containers": [{"name": "tensorflow", "image": IMAGE}]}},
-                }
-            }
-        },
-    }
+    manifest = tfjob(name, None, {"Worker": replica(1, containers=[container(IMAGE)])})
     api = k8s.CustomObjectsApi(config.new_client_from_config(config_file=str(kubeconfig)))
     api.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "tfjobs", manifest)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +19,12 @@ from typing import Any
 
 import yaml
 
-from tests.support.controlplane import find_assets
-from tests.support.kubelet import FakeKubelet
-from tests.support.operators import Jobs, RunningOperator, replica
+from testkit.controlplane import find_assets
+from testkit.helpers import free_port
+from testkit.kubelet import FakeKubelet
+from testkit.operators import Jobs, RunningOperator, replica
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 OVERLAYS = REPO_ROOT / "manifests" / "overlays"
 
 
@@ -67,13 +67,6 @@ def expand(args: list[str], env: dict[str, str]) -> list[str]:
         re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), arg)
         for arg in args
     ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def tfjob_command() -> list[str]:

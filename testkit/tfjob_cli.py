@@ -10,7 +10,9 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from testkit import helpers
+
+REPO = Path(__file__).resolve().parents[1]
 TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
 RUN_LIMIT = 60.0  # seconds; every run in these tests takes a few
 
@@ -40,26 +42,15 @@ def _env() -> dict[str, str]:
 
 def replica(code: str, *, replicas: int = 1, restart_policy: str = "Never") -> dict[str, Any]:
     """A replica spec whose tensorflow container runs `code` with this Python."""
-    container = {"name": "tensorflow", "image": "python", "command": [sys.executable, "-c", code]}
-    return {
-        "replicas": replicas,
-        "restartPolicy": restart_policy,
-        "template": {"spec": {"containers": [container]}},
-    }
+    command = [sys.executable, "-c", code]
+    return helpers.replica(replicas, restart_policy, [helpers.container("python", command)])
 
 
 def job(
     name: str, run_policy: dict[str, Any] | None = None, **specs: dict[str, Any]
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"tfReplicaSpecs": specs}
-    if run_policy:
-        spec["runPolicy"] = run_policy
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    """A TFJob for `tfjob run` (no namespace): `job("x", Worker=replica(code))`."""
+    return helpers.tfjob(name, None, specs, **({"runPolicy": run_policy} if run_policy else {}))
 
 
 def write(path: Path, *documents: dict[str, Any]) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Pod
 
-from tests.support.kubelet import FakeKubelet
+from testkit.kubelet import FakeKubelet
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The corpus of malformed TFJobs (tests/validation/corpus/<category>/<nn>-<slug>.yaml).
+"""The corpus of malformed TFJobs (tests/fixtures/malformed/<category>/<nn>-<slug>.yaml).
 
 Each file holds one TFJob that a cluster must refuse, and starts with two comment
 lines: what is wrong with it, and `# field: <name>`, a word every error report about
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-CORPUS = Path(__file__).resolve().parents[1] / "validation" / "corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "malformed"
 
 
 @dataclass(frozen=True)

@@ -13,31 +13,17 @@ from typing import Any
 
 import yaml
 
-from tests.support.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
-from tests.support.operators import IMAGE
-from tests.support.tfjob_cli import TFJOB
+from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
+from testkit.helpers import container, replica, tfjob
+from testkit.tfjob_cli import TFJOB
 
 LIMIT = 60.0  # seconds any one command may take in these tests
 
 
 def job_document(name: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
     """A TFJob as a user writes it: Worker replicas of one tensorflow container."""
-    container = {"name": "tensorflow", "image": IMAGE, "command": ["python", "train.py"]}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {
-            "tfReplicaSpecs": {
-                "Worker": {
-                    "replicas": replicas,
-                    "restartPolicy": "Never",
-                    "template": {"spec": {"containers": [container]}},
-                }
-            },
-            **spec,
-        },
-    }
+    worker = replica(replicas, "Never", [container(command=["python", "train.py"])])
+    return tfjob(name, None, {"Worker": worker}, **spec)
 
 
 def ending_job(name: str, replicas: int, *, exit_code: int, run_for: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.corpus import Case, cases
+from testkit.corpus import Case, cases
 from tfjob.api.errors import InvalidJob
 from tfjob.api.load import load_jobs
 

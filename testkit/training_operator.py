@@ -28,9 +28,9 @@ from lightkube import ApiError, Client
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Secret
 
-from tests.support.controlplane import find_assets
-from tests.support.install import free_port
-from tests.support.operators import RunningOperator, wait_for
+from testkit.controlplane import find_assets
+from testkit.helpers import free_port, wait_for
+from testkit.operators import RunningOperator
 
 NAMESPACE = "kubeflow"  # its own namespace when it has no service-account file
 SECRET = "training-operator-webhook-cert"

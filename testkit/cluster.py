@@ -1,6 +1,6 @@
 """A whole test cluster without containers: the control plane plus the parts that act.
 
-``ControlPlane`` (tests/support/controlplane.py) is an API server and etcd: nothing
+``ControlPlane`` (testkit/controlplane.py) is an API server and etcd: nothing
 schedules, runs or garbage-collects a pod. ``Cluster`` attaches the rest to it, as
 child processes, each the real program:
 
@@ -12,7 +12,7 @@ child processes, each the real program:
   finalizer;
 - kwok (sigs.k8s.io/kwok), which plays the kubelet of every Node it manages: nodes
   become Ready, bound pods Running, and end Succeeded or Failed with the exit code a
-  pod annotation asks for (the stages in tests/support/kwok/stages.yaml, constants
+  pod annotation asks for (the stages in testkit/kwok/stages.yaml, constants
   below). It also serves container logs, so ``kubectl logs`` works: every pod's every
   container shows the file ``container_log`` (CRI log format; ``write_container_log``).
 
@@ -40,15 +40,15 @@ import yaml
 from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import Node, Pod
 
-from tests.support.controlplane import (
+from testkit.controlplane import (
     GANG_FEATURE_GATES,
     Assets,
     ControlPlane,
     ControlPlaneError,
     _die_with_parent,
-    _free_port,
     _tail,
 )
+from testkit.helpers import free_port
 
 STAGES_FILE = Path(__file__).resolve().parent / "kwok" / "stages.yaml"
 
@@ -187,7 +187,7 @@ class Cluster:
     def _start_component(self, name: str, certs: str, deadline: float, extra: list[str]) -> None:
         """Start kube-scheduler or kube-controller-manager as admin, with the gang
         feature gates, and wait until its /healthz answers."""
-        port = _free_port()
+        port = free_port()
         kubeconfig = str(self.plane.kubeconfig_path)
         self._spawn(
             name,
@@ -207,7 +207,7 @@ class Cluster:
         self._wait(name, deadline, lambda: _https_ok(port, "/healthz"))
 
     def _start_kwok(self, deadline: float) -> None:
-        port = _free_port()
+        port = free_port()
         self.kwok_port = port
         config = self.folder / "kwok.yaml"
         logs = {

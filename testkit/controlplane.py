@@ -4,8 +4,8 @@ The operator's Kubernetes behaviour is only worth testing against the real API s
 its validation, defaulting, CEL rules, RBAC, the status subresource and watch semantics
 are what users get, and fakes drift from them. So, like controller-runtime's envtest,
 this module starts a real etcd and a real kube-apiserver as child processes. On its
-own it has no kubelet, scheduler or controller-manager (see ``tests/support/kubelet.py``);
-``tests/support/cluster.py`` adds kube-scheduler, kube-controller-manager and kwok.
+own it has no kubelet, scheduler or controller-manager (see ``testkit/kubelet.py``);
+``testkit/cluster.py`` adds kube-scheduler, kube-controller-manager and kwok.
 
 Binaries come from, in order: ``TEST_ASSET_KUBE_APISERVER`` / ``TEST_ASSET_ETCD``,
 ``KUBEBUILDER_ASSETS``, or ``tools/envtest/build.sh`` (which builds them from Go modules
@@ -38,7 +38,9 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from testkit.helpers import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "envtest" / "build.sh"
 
 #: The identity the operator runs as in-cluster (manifests/base/service-account.yaml).
@@ -49,6 +51,7 @@ OPERATOR_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:tfjob-syste
 GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
 
 _PR_SET_PDEATHSIG = 1
+
 _START_ATTEMPTS = 3
 
 
@@ -151,14 +154,6 @@ def _run_build_script(timeout: float, *, build: bool) -> Assets:
     if not (apiserver and etcd):
         raise ControlPlaneUnavailable(f"build.sh named {folder}, which lacks the binaries")
     return Assets(apiserver, etcd, folder)
-
-
-def _free_port() -> int:
-    """A port that was free a moment ago; the caller retries the start on a race."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def has_default_route(route_table: str = "/proc/net/route") -> bool:
@@ -582,7 +577,7 @@ class ControlPlane:
             ) from exc
         deadline = time.monotonic() + self.start_timeout
 
-        client_port, peer_port, secure_port = _free_port(), _free_port(), _free_port()
+        client_port, peer_port, secure_port = free_port(), free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         self._etcd = self._spawn(
@@ -629,12 +624,12 @@ class ControlPlane:
             # No controller-manager mints ServiceAccount tokens here, so the admission
             # plugin that insists on them would refuse every pod. TaintNodesByCondition
             # would give every new Node a not-ready:NoSchedule taint that, with no
-            # node-lifecycle controller, nothing removes (kwok nodes, tests/support/
+            # node-lifecycle controller, nothing removes (kwok nodes, testkit/
             # cluster.py).
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--allow-privileged=true",
             # Native gang scheduling (the Workload and PodGroup API, alpha in 1.36);
-            # kube-scheduler runs with the same gates (tests/support/cluster.py).
+            # kube-scheduler runs with the same gates (testkit/cluster.py).
             f"--feature-gates={GANG_FEATURE_GATES}",
             "--runtime-config=scheduling.k8s.io/v1alpha2=true",
         ]

@@ -313,6 +313,6 @@ def _reset(request: web.Request) -> web.StreamResponse:
 
 
 def token_of(kubeconfig: Path) -> str:
-    """The bearer token of a test kubeconfig (tests/support/controlplane.py writes them)."""
+    """The bearer token of a test kubeconfig (testkit/controlplane.py writes them)."""
     config = yaml.safe_load(kubeconfig.read_text())
     return str(config["users"][0]["user"]["token"])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import psutil
 
-from tests.support.local_harness import gone_within
-from tests.support.tfjob_cli import job, replica, start_tfjob, write
+from testkit.local_harness import gone_within
+from testkit.tfjob_cli import job, replica, start_tfjob, write
 
 START_LIMIT = 20.0  # seconds for every replica to report
 

@@ -2,7 +2,7 @@
 reconciler and its consistency rule that need no operator subprocess.
 
 ``Lane`` holds the operator's caches, queue and reconciler; only what a test starts
-(the informers, ``start(...)``) runs. ``until`` polls a condition on the event loop.
+(the informers, ``start(...)``) runs.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.support.operators import replica, tfjob
+from testkit.helpers import tfjob, until
+from testkit.operators import replica
 from tfjob.api.types import JobStatus, TFJob
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import decode_tfjob
@@ -75,12 +76,3 @@ class Lane:
 
     async def server_status(self, name: str) -> JobStatus:
         return decode_tfjob(await self.client.get(TFJOBS, self.namespace, name)).status
-
-
-async def until(condition: Any, within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not condition():
-        if loop.time() > deadline:
-            raise TimeoutError(f"condition not met within {within} s")
-        await asyncio.sleep(0.01)

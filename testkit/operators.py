@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,20 +23,14 @@ from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import Event, Pod, Service
 from lightkube.types import PatchType
 
-from tests.support.controlplane import tfjob_resource
+from testkit import helpers
+from testkit.controlplane import tfjob_resource
+from testkit.helpers import free_port, tfjob, wait_for
 
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
-IMAGE = "registry.example/tf:2.16"
 
 T = TypeVar("T")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _command() -> list[str]:
@@ -130,7 +122,7 @@ class Operators:
     started: list[RunningOperator] = field(default_factory=list)
 
     def start(self, *extra: str, wait: bool = True) -> RunningOperator:
-        health, metrics = _free_port(), _free_port()
+        health, metrics = free_port(), free_port()
         log_path = self.folder / f"operator-{len(self.started)}.log"
         args = [
             *_command(),
@@ -161,45 +153,14 @@ class Operators:
 # -- the test's view of the cluster --------------------------------------------------
 
 
-def wait_for(
-    what: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, message: str = ""
-) -> T:
-    """Poll `what` until it returns neither None nor False (an empty dict counts: "no
-    pods left" is an answer); fail with `message` when `timeout` runs out."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = what()
-        if last is not None and last is not False:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout} s waiting for {message or what}; last: {last!r}")
-
-
 def replica(
     replicas: int = 1,
     restart_policy: str | None = None,
     containers: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "replicas": replicas,
-        "template": {
-            "metadata": {"labels": {"team": "ml"}},
-            "spec": {"containers": containers or [{"name": "tensorflow", "image": IMAGE}]},
-        },
-    }
-    if restart_policy:
-        spec["restartPolicy"] = restart_policy
-    return spec
-
-
-def tfjob(name: str, namespace: str, specs: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"tfReplicaSpecs": specs, **spec},
-    }
+    """The shared replica spec with a user's label on its pod template (team=ml),
+    which the operator must carry over to the pods it makes."""
+    return helpers.replica(replicas, restart_policy, containers, labels={"team": "ml"})
 
 
 @dataclass

@@ -1,0 +1,103 @@
+"""What tests and benchmarks both need, written once: a free port, a TFJob manifest,
+and waiting for a condition (polling, in a thread or on the event loop).
+
+Manifests here are plain dicts as a user writes them (for an API server or a YAML
+file); `testkit.builders` has the decoded `TFJob` structs the core's tests use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+IMAGE = "registry.example/tf:2.16"
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A port that was free a moment ago; a caller that can lose the race retries."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def container(image: str = IMAGE, command: list[str] | None = None) -> dict[str, Any]:
+    """The training container (the one named `tensorflow`)."""
+    out: dict[str, Any] = {"name": "tensorflow", "image": image}
+    if command is not None:
+        out["command"] = command
+    return out
+
+
+def replica(
+    replicas: int = 1,
+    restart_policy: str | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A replica spec: `replicas` pods of `containers` (default: one `container()`);
+    `labels`/`annotations` go on the pod template."""
+    template: dict[str, Any] = {"spec": {"containers": containers or [container()]}}
+    metadata: dict[str, Any] = {}
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    if metadata:
+        template["metadata"] = metadata
+    spec: dict[str, Any] = {"replicas": replicas, "template": template}
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    return spec
+
+
+def tfjob(
+    name: str, namespace: str | None = None, specs: dict[str, Any] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A TFJob manifest; `specs` maps replica types to `replica()`s (default: one
+    Worker), `spec` adds the rest of its spec (runPolicy=..., successPolicy=...);
+    no namespace leaves it to whoever submits the job."""
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": metadata,
+        "spec": {"tfReplicaSpecs": {"Worker": replica()} if specs is None else specs, **spec},
+    }
+
+
+def wait_for(
+    what: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, message: str = ""
+) -> T:
+    """Poll `what` until it returns neither None nor False (an empty dict counts: "no
+    pods left" is an answer); fail with `message` when `timeout` runs out."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = what()
+        if last is not None and last is not False:
+            return last
+        time.sleep(interval)
+    raise AssertionError(
+        f"timed out after {timeout} s waiting for {message or what}; last: {last!r}"
+    )
+
+
+async def until(
+    condition: Callable[[], object], within: float = 10.0, interval: float = 0.01
+) -> None:
+    """`wait_for` on the event loop: poll `condition` until it is true, letting other
+    tasks run; TimeoutError after `within` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not condition():
+        if loop.time() > deadline:
+            raise TimeoutError(f"condition not met within {within} s")
+        await asyncio.sleep(interval)
