@@ -747,17 +747,19 @@ class FakeClient:
 
     async def delete(
         self, resource: Resource, namespace: str, name: str, *, propagation: str = ""
-    ) -> bool:
-        """Delete; False if it was already gone (404 is not an error here)."""
+    ) -> bytes | None:
+        """Delete; the object as deleted (or as marked for deletion), None if it was
+        already gone (404 is not an error here)."""
         body = {"propagationPolicy": propagation} if propagation else None
         request = Request("delete", str(resource), namespace, name, "", body)
         try:
-            await self._call("DELETE", request, lambda: self.api.delete(resource, namespace, name))
+            return await self._call(
+                "DELETE", request, lambda: self.api.delete(resource, namespace, name)
+            )
         except ApiError as error:
             if error.not_found:
-                return False
+                return None
             raise
-        return True
 
 
 def _now() -> str:

@@ -69,7 +69,7 @@ async def test_errors_carry_the_api_servers_codes_and_reasons(client: FakeClient
     with pytest.raises(ApiError) as elsewhere:
         await client.create(PODS, "no-such-namespace", _pod("a"))
     assert elsewhere.value.not_found and "namespaces" in elsewhere.value.message
-    assert await client.delete(PODS, NS, "nope") is False
+    assert await client.delete(PODS, NS, "nope") is None
 
 
 async def test_a_put_at_a_stale_resource_version_is_a_conflict(client: FakeClient) -> None:

@@ -187,17 +187,18 @@ async def test_a_flush_writes_every_event_at_once_even_while_creates_go_on(api: 
     assert len(await _events(client, namespace)) == 5
 
 
-async def test_writes_in_flight_one_rule_for_statuses_and_events() -> None:
-    """The shared rule (activity.py): busy - wait until due, and wake listeners when
-    the last write ends; quiet - go after the holdoff, or when due if sooner."""
+async def test_events_wait_for_writes_in_flight_until_due() -> None:
+    """The rule Events yield by (activity.py): busy - wait until due, and wake
+    listeners when the last write ends; quiet - go after the holdoff, or when due if
+    sooner."""
     writes = ReconcileWrites(holdoff=0.2)
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
     writes.listen(woken)
     due = loop.time() + 10
-    assert not writes.busy and writes.wait(due) <= 0  # never busy: go at once
+    assert writes.wait(due) <= 0  # never busy: go at once
     with writes.acting(), writes.acting():
-        assert writes.busy and 9 < writes.wait(due) <= 10
+        assert 9 < writes.wait(due) <= 10
     assert woken.is_set()  # both ended: waiters look again
     assert 0.1 < writes.wait(due) <= 0.2  # the holdoff after the last one
     assert writes.wait(loop.time() + 0.05) <= 0.05  # due sooner than the holdoff ends
