@@ -25,7 +25,8 @@ codes and reasons, `TransportError`). What it keeps of the API server:
 - deletes: a pod is first marked with a deletionTimestamp (MODIFIED), then removed
   (DELETED) at once unless a node runs it; an object with finalizers stays marked
   until they are gone; the rest goes at once. A DELETED event, and the answer
-  logged, carry the deletion's resourceVersion.
+  of a pod's or service's DELETE, carry the deletion's resourceVersion (a custom
+  resource's DELETE answers a Status).
 
 Not kept: admission, schema validation and defaulting (a dry run stores nothing and
 answers the object), garbage collection of owned objects, bookmarks.
@@ -753,13 +754,18 @@ class FakeClient:
         body = {"propagationPolicy": propagation} if propagation else None
         request = Request("delete", str(resource), namespace, name, "", body)
         try:
-            return await self._call(
+            answer = await self._call(
                 "DELETE", request, lambda: self.api.delete(resource, namespace, name)
             )
         except ApiError as error:
             if error.not_found:
                 return None
             raise
+        if resource.group:  # a custom resource's DELETE answers a Status, not the object
+            details = {"name": name, "group": resource.group, "kind": resource.plural}
+            status = {"kind": "Status", "apiVersion": "v1", "metadata": {}}
+            return msgspec.json.encode({**status, "status": "Success", "details": details})
+        return answer
 
 
 def _now() -> str:
