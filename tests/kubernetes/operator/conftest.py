@@ -2,7 +2,8 @@
 
 - ``client`` (function): our KubeClient (aiohttp) as admin, closed after the test.
 - ``lane`` (function): an operator's parts wired in-process with their informers
-  running (testkit/status_lane.py), for status-lane and reconciler tests.
+  running (testkit/status_lane.py), for the reconciler's tests on the real API server;
+  ``fake_lane`` the same on the in-memory API (namespace "default").
 - ``api`` (function): an in-memory API server (testkit/fake_api.py) with the namespace
   "default", for tests of the shell's logic that need a client but no etcd;
   ``api.client()`` is the client.
@@ -39,3 +40,11 @@ async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncI
 @pytest.fixture
 def api() -> FakeApi:
     return FakeApi(namespaces=["default"])
+
+
+@pytest.fixture
+async def fake_lane(api: FakeApi) -> AsyncIterator[Lane]:
+    built = Lane(api.client(), "default")  # type: ignore[arg-type]
+    await built.informers()
+    yield built
+    await built.stop()

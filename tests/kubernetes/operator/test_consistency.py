@@ -1,4 +1,6 @@
-"""The shell's consistency rule against the real API server (in-process, no operator).
+"""The shell's consistency rule, in-process: on the in-memory API (testkit/fake_api.py,
+shown equal to the real server's answers, resourceVersions and watch events by
+tests/kubernetes/test_fake_api_parity.py), and a restart on the real API server.
 
 What it must guarantee (runtimes/kubernetes/consistency.py, docs/consistency.md):
 after a reconcile's own writes the job is held until the caches show them, so the next
@@ -13,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
 
+from testkit.fake_api import FakeApi
 from testkit.helpers import tfjob, until
 from testkit.kubelet import FakeKubelet
 from testkit.operators import replica
@@ -34,10 +36,10 @@ from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
-def _reconciler(lane: Lane, client: KubeClient, now: list[datetime]) -> Reconciler:
+def _reconciler(lane: Lane, now: list[datetime]) -> Reconciler:
     parts = lane.parts
     return Reconciler(
-        client=client,
+        client=lane.client,
         caches=parts.caches,
         recorder=parts.recorder,
         metrics=parts.metrics,
@@ -66,13 +68,12 @@ def _view(lane: Lane, key: str) -> JobView:
     return view
 
 
-async def test_a_job_is_held_until_the_caches_show_its_writes(
-    lane: Lane, client: KubeClient
-) -> None:
+async def test_a_job_is_held_until_the_caches_show_its_writes(fake_lane: Lane) -> None:
     """Without the hold the second reconcile would see no pod (and create it again)
     and no status (and stamp startTime and Created again, 10 s later)."""
+    lane = fake_lane
     now = [START]
-    reconciler = _reconciler(lane, client, now)
+    reconciler = _reconciler(lane, now)
     await lane.job("held")
     key = f"{lane.namespace}/held"
     await lane.pause()
@@ -108,7 +109,7 @@ async def test_a_restart_is_counted_before_its_pod_is_deleted_and_only_once(
     """A failed pod under ExitCode: its failure is written (restartCount, its UID in
     countedPods) before the pod is deleted, and the job is held until the cache shows
     the pod gone; the next reconcile makes its replacement and counts nothing again."""
-    reconciler = _reconciler(lane, client, [START])
+    reconciler = _reconciler(lane, [START])
     manifest = tfjob("restart", lane.namespace, {"Worker": replica(1, "ExitCode")})
     await client.create(TFJOBS, lane.namespace, manifest)
     key = f"{lane.namespace}/restart"
@@ -143,10 +144,11 @@ async def test_a_restart_is_counted_before_its_pod_is_deleted_and_only_once(
 
 
 async def test_a_hold_ends_after_its_timeout_when_the_watch_never_shows_the_writes(
-    lane: Lane, client: KubeClient
+    fake_lane: Lane,
 ) -> None:
+    lane = fake_lane
     lane.caches.hold_seconds = 0.3
-    reconciler = _reconciler(lane, client, [START])
+    reconciler = _reconciler(lane, [START])
     await lane.job("lost")
     key = f"{lane.namespace}/lost"
     await lane.pause()  # as if the watch events were lost
@@ -162,18 +164,16 @@ async def test_a_hold_ends_after_its_timeout_when_the_watch_never_shows_the_writ
 
 
 async def test_a_status_changed_by_someone_else_is_not_overwritten(
-    lane: Lane, client: KubeClient, kubeconfig: Path
+    fake_lane: Lane, api: FakeApi
 ) -> None:
-    reconciler = _reconciler(lane, client, [START])
+    lane = fake_lane
+    reconciler = _reconciler(lane, [START])
     await lane.job("conflict")
     key = f"{lane.namespace}/conflict"
     await lane.pause()
-    other = KubeClient.connect(str(kubeconfig))  # another writer of the status
-    try:
-        theirs = {"status": msgspec.to_builtins(_theirs())}
-        await other.merge_patch(TFJOBS, lane.namespace, "conflict", theirs, subresource="status")
-    finally:
-        await other.close()
+    other = api.client()  # another writer of the status
+    theirs = {"status": msgspec.to_builtins(_theirs())}
+    await other.merge_patch(TFJOBS, lane.namespace, "conflict", theirs, subresource="status")
     with pytest.raises(StatusConflict) as raised:
         await reconciler.reconcile(key)
     assert isinstance(raised.value, TemporaryError) and raised.value.delay == 0.0
@@ -184,32 +184,33 @@ async def test_a_status_changed_by_someone_else_is_not_overwritten(
     assert _view(lane, key).job.status.conditions[0].reason == "Theirs"
 
 
-async def test_a_metadata_change_meanwhile_does_not_stop_the_status(
-    lane: Lane, client: KubeClient
-) -> None:
-    reconciler = _reconciler(lane, client, [START])
+async def test_a_metadata_change_meanwhile_does_not_stop_the_status(fake_lane: Lane) -> None:
+    lane = fake_lane
+    reconciler = _reconciler(lane, [START])
     await lane.job("relabelled")
     await lane.pause()
     labels = {"metadata": {"labels": {"team": "x"}}}
-    await client.merge_patch(TFJOBS, lane.namespace, "relabelled", labels)
+    await lane.client.merge_patch(TFJOBS, lane.namespace, "relabelled", labels)
     lane.requests.clear()
     await reconciler.reconcile(f"{lane.namespace}/relabelled")
     assert lane.sent("PUT") == [409, 200]  # the version moved, the status had not
     assert (await lane.server_status("relabelled")).start_time == "2026-01-01T12:00:00Z"
 
 
-async def test_a_deleted_jobs_status_write_is_no_error(lane: Lane, client: KubeClient) -> None:
+async def test_a_deleted_jobs_status_write_is_no_error(fake_lane: Lane) -> None:
+    lane = fake_lane
     job = await lane.job("gone")
-    await client.delete(TFJOBS, lane.namespace, "gone")
-    written = await StatusWriter(client).write(job.metadata, job.status, _theirs())
+    await lane.client.delete(TFJOBS, lane.namespace, "gone")
+    written = await StatusWriter(lane.client).write(job.metadata, job.status, _theirs())
     assert written is None
     await until(lambda: lane.caches.view(f"{lane.namespace}/gone") is None)
 
 
-async def test_the_worker_loop_retries_by_the_kind_of_error(lane: Lane) -> None:
+async def test_the_worker_loop_retries_by_the_kind_of_error(fake_lane: Lane) -> None:
     """One place decides what a failure means for the queue (Operator.retry): a
     permanent error is given up, a temporary one with a delay comes back after it, any
     other error comes back with per-key backoff."""
+    lane = fake_lane
     queue = lane.queue
     lane.start(queue.run_timer())
     lane.parts.retry("ns/gave-up", TransportError("connection reset"))  # a first failure
