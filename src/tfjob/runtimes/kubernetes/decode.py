@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
@@ -307,6 +308,37 @@ def decode_pod_page(body: bytes) -> tuple[list[Pod], str, str]:
         return pod_proto.decode_pods(body)  # shared strings interned as they are read
     except pod_proto.DecodeError as error:
         raise msgspec.DecodeError(f"protobuf pod list: {error}") from error
+
+
+class _ListHead(msgspec.Struct):
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+
+
+_list_head = msgspec.json.Decoder(_ListHead)
+# A built-in resource's JSON list has its metadata before its items (kind, apiVersion,
+# metadata, items); a custom resource's has its keys sorted, metadata last. The
+# continue token is base64: no escapes to undo.
+_CONTINUE = re.compile(rb'"continue":\s*"([^"\\]+)"')
+_METADATA = b'"metadata":'
+_ITEMS = b'"items":'
+
+
+def continue_token(head: bytes, *, complete: bool = False) -> str | None:
+    """A list page's continue token ("" on the last page) from its first bytes, JSON
+    or protobuf, or None while they do not tell it; `complete`: `head` is the whole
+    page, and the token is always known (a broken JSON page raises msgspec.DecodeError).
+
+    So the client can ask for the next page while this one is still arriving."""
+    if head.startswith(pod_proto.MAGIC):
+        token = pod_proto.continue_token(head)
+        return "" if token is None and complete else token
+    items = head.find(_ITEMS)
+    if items >= 0 and head.find(_METADATA, 0, items) >= 0:
+        found = _CONTINUE.search(head, 0, items)
+        return found.group(1).decode() if found else ""
+    if complete:
+        return _list_head.decode(head).metadata.continue_
+    return None
 
 
 POD_CODEC: Codec[Pod] = Codec(decode_pods, decode_pod)
