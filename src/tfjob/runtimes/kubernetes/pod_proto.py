@@ -14,8 +14,8 @@ its protobuf number (`pb`), and `PageDecoder` builds from those structs, once:
   writing times as `api/timestamps.py` does. Their source is generated
   (`PageDecoder.source`; `python -m tfjob.runtimes.kubernetes.pod_proto` prints the
   pods'), so they run as fast as hand-written ones.
-Only the list's envelope (`_ENVELOPE`: Unknown, PodList, ListMeta, Time) is declared
-here.
+Only the list's envelope (`_ENVELOPE`: PodList, ListMeta, Time) is declared here;
+runtime.Unknown around it is read by `_field`.
 
 Only lists come as protobuf; watch events stay JSON (one pod at a time).
 tests/kubernetes/operator/test_pod_proto.py decodes a protobuf page and a JSON page
@@ -67,7 +67,6 @@ _ENVELOPE: list[tuple[str, list[tuple[str, int, int, str]]]] = [
     ("ListMeta", [("resourceVersion", 2, _F.TYPE_STRING, ""), ("continue", 3, _F.TYPE_STRING, "")]),
     # PodList, whose items (repeated) are the listed struct's message
     ("List", [("metadata", 1, _F.TYPE_MESSAGE, "ListMeta"), ("items", 2, _F.TYPE_MESSAGE, _ROOT)]),
-    ("Unknown", [("raw", 2, _F.TYPE_BYTES, "")]),  # runtime.Unknown: around every body
 ]
 
 Structs = dict[type[msgspec.Struct], list[Column]]
@@ -196,7 +195,7 @@ class PageDecoder(Generic[T]):
         def message(name: str) -> Any:
             return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
 
-        self._unknown, self._list = message("Unknown"), message("List")
+        self._list = message("List")
         self.source = _converters_source(root, structs)
         filename = f"<pod_proto converters of {root.__name__}>"  # for tracebacks
         linecache.cache[filename] = (len(self.source), None, self.source.splitlines(True), filename)
@@ -209,8 +208,15 @@ class PageDecoder(Generic[T]):
         """One list page: its objects, resourceVersion and continue token."""
         if not body.startswith(MAGIC):
             raise ValueError("not a Kubernetes protobuf body")
-        raw = self._unknown.FromString(body[len(MAGIC) :]).raw
-        page = self._list.FromString(raw)
+        # The list is the envelope's raw bytes (field 2): parsed where it lies in
+        # `body`, not copied out of it.
+        try:
+            raw = _field(body, len(MAGIC), len(body), want=2)
+        except IndexError:  # a varint cut off
+            raw = None
+        if raw is None or raw[1] > len(body):
+            raise DecodeError("a protobuf body without the whole list")
+        page = self._list.FromString(memoryview(body)[raw[0] : raw[1]])
         meta = page.metadata
         convert = self._convert
         return (
