@@ -11,6 +11,7 @@ from tfjob.api.types import TFJob
 from tfjob.runtimes.kubernetes import pod_proto
 from tfjob.runtimes.kubernetes.decode import (
     UndecodableJob,
+    continue_token,
     decode_pod_page,
     decode_pods,
     decode_services,
@@ -159,3 +160,15 @@ def test_a_pod_page_asked_as_protobuf_is_read_as_json_if_json_came() -> None:
     assert [p.metadata.name for p in pods] == ["j-worker-0"] and version == "7" and token == ""
     with pytest.raises(msgspec.DecodeError):
         decode_pod_page(pod_proto.MAGIC + b"\x12\x05\x0a\xff\xff")
+
+
+def test_a_custom_resource_lists_continue_token_is_known_once_the_page_is_read() -> None:
+    """A custom resource's list has its keys sorted, metadata after the items: its
+    token is not in the first bytes, but in the whole page; a built-in one's is."""
+    page = {"apiVersion": "v1", "items": [POD], "kind": "TFJobList", "metadata": {"continue": "c2"}}
+    body = json.dumps(page).encode()
+    assert continue_token(body[:200]) is None
+    assert continue_token(body) is None
+    assert continue_token(body, complete=True) == "c2"
+    builtin = json.dumps({"kind": "PodList", "metadata": {"continue": "c3"}, "items": [POD]})
+    assert continue_token(builtin.encode()[:80]) == "c3"

@@ -1,159 +1,174 @@
 """Pod list pages as protobuf (what the operator lists pods with) make the same
-projections as the JSON the watch sends, on the real API server."""
+projections and continue tokens as JSON.
+
+Offline, from pages the API server wrote at one resourceVersion in both formats
+(tests/fixtures/pods/, re-captured by `python3 -m testkit.pod_pages`); and live, the operator's pod
+informer listing protobuf from the real API server.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import msgspec
+import pytest
 
-from tfjob.api.observed import Pod
-from tfjob.runtimes.kubernetes import pod_proto
+from testkit.controlplane import ControlPlane
+from testkit.pod_pages import PAGE, PODS, Api, make_pods, release
+from tfjob.api.observed import Meta, Observed, PodStatus, pb
+from tfjob.api.timestamps import parse_rfc3339
 from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.decode import POD_CODEC, POD_PROTO_CODEC
+from tfjob.runtimes.kubernetes.decode import POD_CODEC, POD_PROTO_CODEC, continue_token
 from tfjob.runtimes.kubernetes.informer import Informer
-from tfjob.runtimes.kubernetes.resources import PODS, Resource
+from tfjob.runtimes.kubernetes.pod_proto import PageDecoder
+from tfjob.runtimes.kubernetes.resources import PODS as PODS_RESOURCE
 
-NOW = "2026-12-01T10:00:00Z"
-CONFIGMAPS = Resource("", "v1", "configmaps")
-
-
-def _pod(name: str, **meta: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "proto", "index": name[-1]}, **meta},
-        "spec": {
-            "initContainers": [{"name": "init", "image": "busybox"}],
-            "containers": [
-                {"name": "tensorflow", "image": "tf", "env": [{"name": "A", "value": "1"}]}
-            ],
-        },
-    }
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pods"
 
 
-def _statuses(**states: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": name,
-            "image": "tf",
-            "imageID": "",
-            "ready": False,
-            "restartCount": 3,
-            "state": state,
-        }
-        for name, state in states.items()
-    ]
+def _read(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
 
 
-STATUSES: list[dict[str, Any]] = [
-    {"phase": "Pending"},
-    {
-        "phase": "Running",
-        "containerStatuses": _statuses(tensorflow={"running": {"startedAt": NOW}}),
-        "initContainerStatuses": _statuses(
-            init={"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": NOW}}
-        ),
-    },
-    {
-        "phase": "Failed",
-        "reason": "Evicted",
-        "message": "The node was low on memory.",
-        "containerStatuses": _statuses(
-            tensorflow={
-                "terminated": {
-                    "exitCode": 137,
-                    "reason": "OOMKilled",
-                    "message": "oom",
-                    "startedAt": NOW,
-                }
-            }
-        ),
-    },
-    {
-        "phase": "Pending",
-        "containerStatuses": _statuses(
-            tensorflow={"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}
-        ),
-    },
-]
+@pytest.mark.parametrize("page", ["pods", "page"])
+def test_a_protobuf_page_makes_the_pods_and_token_of_the_json_page(page: str) -> None:
+    pods, version, token = POD_PROTO_CODEC.decode_list(_read(f"{page}.pb"))
+    assert (pods, version, token) == POD_CODEC.decode_list(_read(f"{page}.json"))
+    if page == "page":
+        assert len(pods) == PAGE and token
+    else:
+        assert sorted(p.metadata.name for p in pods) == sorted(PODS) and token == ""
 
 
-async def _make_pods(client: KubeClient, namespace: str) -> None:
-    # A controller reference, as the operator's pods carry; its owner must exist, or
-    # the garbage collector (where kube-controller-manager runs) deletes the pods.
-    made = await client.create(CONFIGMAPS, namespace, {"metadata": {"name": "owner"}})
-    uid = msgspec.json.decode(made)["metadata"]["uid"]
-    owner = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "name": "owner",
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": False,
-    }
-    for index, status in enumerate(STATUSES):
-        name = f"p{index}"
-        extra: dict[str, Any] = {"ownerReferences": [owner]} if index % 2 else {}
-        if index == 3:
-            extra["finalizers"] = ["tfjob.test/hold"]  # deleted below, kept by this
-        await client.create(PODS, namespace, _pod(name, **extra))
-        await client.merge_patch(PODS, namespace, name, {"status": status}, subresource="status")
-    await client.delete(PODS, namespace, "p3")  # now it has a deletionTimestamp
+def test_the_pages_hold_each_field_the_core_reads() -> None:
+    """What the comparison above covers, read from protobuf."""
+    pods = {p.metadata.name: p for p in POD_PROTO_CODEC.decode_list(_read("pods.pb"))[0]}
+    evicted = pods["evicted"].status
+    assert (evicted.phase, evicted.reason) == ("Failed", "Evicted")
+    assert evicted.message == "The node was low on resource: memory."
+    killed = evicted.container_statuses[0].state.terminated
+    assert killed is not None and (killed.exit_code, killed.reason) == (137, "OOMKilled")
+    assert killed.message == "out of memory"
+    running = pods["running"]
+    assert running.status.container_statuses[0].restart_count == 2
+    init = running.status.init_container_statuses[0].state.terminated
+    assert init is not None and (init.exit_code, init.reason) == (0, "Completed")
+    assert running.metadata.controller_uid() == running.metadata.owner_references[0].uid
+    assert running.metadata.owner_references[0].block_owner_deletion is True
+    assert pods["terminating-pending"].metadata.owner_references[0].controller is None
+    assert pods["terminating-pending"].metadata.controller_uid() is None
+    waiting = pods["image-pull"].status.container_statuses[0].state
+    assert waiting.terminated is None and waiting.waiting is not None
+    assert (waiting.waiting.reason, waiting.waiting.message) == (
+        "ImagePullBackOff",
+        "no such image",
+    )
+    sidecar = pods["sidecar-failed"].status.container_statuses[1]
+    assert sidecar.name == "sidecar" and sidecar.state.terminated is not None
+    assert sidecar.state.terminated.exit_code == 2
+    assert (pods["unknown-no-labels"].status.phase, pods["unknown-no-labels"].metadata.labels) == (
+        "Unknown",
+        {},
+    )
+    assert pods["pending"].metadata.labels == {"app": "fixture", "index": "0"}
+    deleted = [name for name, pod in pods.items() if pod.metadata.deletion_timestamp]
+    assert sorted(deleted) == ["terminating", "terminating-pending"]
+    stamp = pods["terminating"].metadata.deletion_timestamp
+    assert stamp is not None and stamp.endswith("Z") and parse_rfc3339(stamp).microsecond == 0
+    assert all(p.metadata.uid and p.metadata.resource_version for p in pods.values())
 
 
-async def _release(client: KubeClient, namespace: str) -> None:
-    await client.merge_patch(PODS, namespace, "p3", {"metadata": {"finalizers": None}})
+@pytest.mark.parametrize("page", ["page.pb", "page.json"])
+def test_the_next_page_is_known_from_a_pages_first_bytes(page: str) -> None:
+    """The client asks for the next page as soon as the token is read, while this
+    page is still arriving: the token is in its first bytes, in both formats."""
+    body = _read(page)
+    token = POD_PROTO_CODEC.decode_list(body)[2]
+    known = next(n for n in range(len(body) + 1) if continue_token(body[:n]) is not None)
+    assert continue_token(body[:known]) == token != ""
+    assert known < len(body) // 4
+    assert continue_token(body, complete=True) == token
+    last = _read(page.replace("page", "pods"))
+    assert continue_token(last[: len(last) // 4]) == ""  # the last page: no next one
 
 
-async def _as_json_at(client: KubeClient, namespace: str, version: str) -> dict[str, Pod]:
-    """The pods as JSON at exactly that resourceVersion: the same moment as the pages
-    compared with them (a controller may change a terminating pod in between)."""
-    query = {"resourceVersion": version, "resourceVersionMatch": "Exact"}
-    pods, _, _ = POD_CODEC.decode_list(await client.get_path(PODS.path(namespace), query))
-    return {pod.metadata.name: pod for pod in pods}
+class _CreatedMeta(Meta):
+    creation_timestamp: Annotated[str, pb(8, time=True)] | None = None
 
 
-async def test_protobuf_pages_make_the_same_pods_as_json(
-    client: KubeClient, namespace: str
-) -> None:
-    await _make_pods(client, namespace)
-    try:
-        pages: list[bytes] = []
-        listing = client.list_pages(PODS, namespace, limit=2, accept=pod_proto.PROTOBUF)
-        async for page in listing:
-            assert page.startswith(pod_proto.MAGIC)
-            pages.append(page)
-        assert len(pages) == 2  # 4 pods, 2 a page: the continue token was read
-        # ...from the first page's first bytes, before its items (so the next page is
-        # asked for while this one is still read), and "" on the last page.
-        first = pages[0]
-        token = pod_proto.decode_pods(first)[2]
-        known = next(n for n in range(len(first) + 1) if pod_proto.continue_token(first[:n]))
-        assert pod_proto.continue_token(first[:known]) == token
-        assert all(pod_proto.continue_token(first[:n]) is None for n in range(known))
-        assert known < len(first) // 4
-        assert pod_proto.continue_token(pages[1]) == ""
-        as_proto = [pod for page in pages for pod in pod_proto.decode_pods(page)[0]]
-        by_name = await _as_json_at(client, namespace, pod_proto.decode_pods(first)[1])
-        assert [p.metadata.name for p in as_proto] == sorted(by_name)
-        for pod in as_proto:
-            assert pod == by_name[pod.metadata.name]
-        assert by_name["p3"].metadata.deletion_timestamp is not None
-        assert by_name["p2"].status.container_statuses[0].state.terminated is not None
-    finally:
-        await _release(client, namespace)
+class _Spec(Observed):
+    restart_policy: Annotated[str, pb(3)] = ""
+    termination_grace_period_seconds: Annotated[int, pb(4)] | None = None
+
+
+class _SpecPod(Observed):
+    metadata: Annotated[_CreatedMeta, pb(1)] = msgspec.field(default_factory=_CreatedMeta)
+    spec: Annotated[_Spec, pb(2)] = msgspec.field(default_factory=_Spec)
+    status: Annotated[PodStatus, pb(3)] = msgspec.field(default_factory=PodStatus)
+
+
+class _SpecPods(msgspec.Struct):
+    items: list[_SpecPod]
+
+
+def test_a_field_numbered_in_the_projection_is_read_from_protobuf_as_from_json() -> None:
+    """Adding a field to the projection is one line: its type and protobuf number."""
+    decoder = PageDecoder(_SpecPod)
+    as_proto = decoder.decode(_read("pods.pb"))[0]
+    as_json = msgspec.json.decode(_read("pods.json"), type=_SpecPods).items
+    assert as_proto == as_json
+    assert all(pod.spec.restart_policy == "Always" for pod in as_proto)
+    assert all(pod.spec.termination_grace_period_seconds == 30 for pod in as_proto)
+    assert all(pod.metadata.creation_timestamp for pod in as_proto)
+    assert "termination_grace_period_seconds=" in decoder.source
+
+
+def test_a_projection_field_without_a_protobuf_number_is_refused() -> None:
+    class Unnumbered(Observed):
+        name: str = ""
+
+    with pytest.raises(TypeError, match="name: no protobuf number"):
+        PageDecoder(Unnumbered)
 
 
 async def test_the_operators_pod_informer_lists_protobuf(
-    client: KubeClient, namespace: str
+    control_plane: ControlPlane, client: KubeClient, namespace: str
 ) -> None:
-    await _make_pods(client, namespace)
+    api = Api(control_plane)
+    make_pods(api, namespace)
     try:
-        informer = Informer(client, PODS, POD_PROTO_CODEC, namespace=namespace, page_size=3)
+        informer = Informer(
+            client, PODS_RESOURCE, POD_PROTO_CODEC, namespace=namespace, page_size=PAGE
+        )
         await informer._list()
-        assert sorted(p.metadata.name for p in informer.items()) == ["p0", "p1", "p2", "p3"]
-        as_json = await _as_json_at(client, namespace, informer.resource_version)
-        assert {p.metadata.name: p for p in informer.items()} == as_json
+        listed = {p.metadata.name: p for p in informer.items()}
+        assert sorted(listed) == sorted(PODS)
+        # The same pods as JSON at that very resourceVersion (a controller may change a
+        # terminating pod in between).
+        query = {"resourceVersion": informer.resource_version, "resourceVersionMatch": "Exact"}
+        body = await client.get_path(PODS_RESOURCE.path(namespace), query)
+        as_json: list[Any] = POD_CODEC.decode_list(body)[0]
+        assert listed == {p.metadata.name: p for p in as_json}
     finally:
-        await _release(client, namespace)
+        release(api, namespace)
+
+
+def test_both_formats_hold_the_strings_many_pods_repeat_once() -> None:
+    """The namespace, labels, owner and phase (`shared` in the table) are interned by
+    either decoder, so a pod read from protobuf holds the very strings of one read
+    from JSON."""
+    as_proto = POD_PROTO_CODEC.decode_list(_read("pods.pb"))[0]
+    as_json = POD_CODEC.decode_list(_read("pods.json"))[0]
+    for one, other in zip(as_proto, as_json, strict=True):
+        assert one.metadata.namespace is other.metadata.namespace
+        assert one.status.phase is other.status.phase
+        labels = one.metadata.labels.items()
+        assert {(id(k), id(v)) for k, v in labels} == {
+            (id(k), id(v)) for k, v in other.metadata.labels.items()
+        }
+        for ref, other_ref in zip(
+            one.metadata.owner_references, other.metadata.owner_references, strict=True
+        ):
+            assert ref.kind is other_ref.kind and ref.api_version is other_ref.api_version
+            assert ref.name is other_ref.name and ref.uid is other_ref.uid

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
@@ -27,9 +26,8 @@ import msgspec
 
 from tfjob import __version__
 from tfjob.api.errors import TemporaryError
-from tfjob.runtimes.kubernetes import pod_proto
 from tfjob.runtimes.kubernetes.credentials import Connection, Credentials, connection
-from tfjob.runtimes.kubernetes.decode import ListMeta, decode_status
+from tfjob.runtimes.kubernetes.decode import continue_token, decode_status
 from tfjob.runtimes.kubernetes.resources import Resource
 
 USER_AGENT = f"tfjob-operator/{__version__}"
@@ -274,7 +272,7 @@ class KubeClient:
         `compressed=False` asks the API server not to gzip the pages (it does for
         answers over 128 KB): see the informer for when that is cheaper.
 
-        A page's `continue` token is in its metadata, at the start of its JSON: as
+        A page's `continue` token is in its metadata, at the start of the page: as
         soon as a page's first bytes name it, the next page is asked for, so the API
         server produces page k+1 while page k is still being read and decoded here.
         At most two pages are asked for at a time (the one being read and the next),
@@ -517,69 +515,26 @@ def _list_query(
     return params, headers
 
 
-class _ListHead(msgspec.Struct):
-    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
-
-
-_list_head = msgspec.json.Decoder(_ListHead)
-# A built-in resource's list has its metadata before its items (kind, apiVersion,
-# metadata, items); a custom resource's has its keys sorted, metadata last. The
-# continue token is base64: no escapes to undo.
-_CONTINUE = re.compile(rb'"continue":"([^"\\]+)"')
-_METADATA = b'"metadata":'
-_ITEMS = b'"items":'
-_HEAD = 1 << 16  # bytes read looking for the items before reading the whole page
+_HEAD = 1 << 16  # bytes read looking for the continue token before reading the whole page
 
 
 async def _page_body(response: aiohttp.ClientResponse, ask: Callable[[str], None]) -> bytes:
-    """A list page's body; `ask(token)` as soon as its continue token is read (from
-    metadata before the items) or else once the whole page is read, before anyone
-    decodes it; never for the last page."""
-    if response.content_type == pod_proto.PROTOBUF:
-        return await _protobuf_page_body(response, ask)
-    chunks: list[bytes] = []
-    head = b""
-    looking = True  # in the first bytes, for the metadata before the items
-    known = False  # whether the metadata was read there (and the next page asked for)
-    async for chunk in response.content.iter_any():
-        chunks.append(chunk)
-        if not looking:
-            continue
-        head += chunk
-        items = head.find(_ITEMS)
-        if items >= 0:
-            looking = False
-            known = head.find(_METADATA, 0, items) >= 0
-            found = _CONTINUE.search(head, 0, items) if known else None
-            if found is not None:
-                ask(found.group(1).decode())
-        elif len(head) > _HEAD:
-            looking = False
-    body = b"".join(chunks)
-    if not known:
-        token = _list_head.decode(body).metadata.continue_
-        if token:
-            ask(token)
-    return body
-
-
-async def _protobuf_page_body(
-    response: aiohttp.ClientResponse, ask: Callable[[str], None]
-) -> bytes:
-    """The same for a protobuf page, whose continue token is in its first bytes."""
+    """A list page's body; `ask(token)` as soon as its first bytes tell its continue
+    token (decode.continue_token reads it, from JSON or protobuf), or else once the
+    whole page is read, before anyone decodes it; never for the last page."""
     chunks: list[bytes] = []
     head = b""
     token: str | None = None
     async for chunk in response.content.iter_any():
         chunks.append(chunk)
-        if token is None:
+        if token is None and len(head) <= _HEAD:
             head += chunk
-            token = pod_proto.continue_token(head)
+            token = continue_token(head)
             if token:
                 ask(token)
     body = b"".join(chunks)
     if token is None:
-        token = pod_proto.continue_token(body)
+        token = continue_token(body, complete=True)
         if token:
             ask(token)
     return body

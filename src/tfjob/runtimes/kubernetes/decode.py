@@ -7,14 +7,19 @@ docs/decisions/, record 0001). TFJobs are decoded into the full typed model one 
 so one job the model cannot hold never hides the others: it becomes an
 `UndecodableJob` that the reconciler marks Failed.
 
-Every cached pod and service then has its repeated strings interned (`_share`): the
-namespace, label keys and values, the owner's kind, apiVersion and name, the phase.
-msgspec makes a new str for each of them per object; the ~40-80 characters label
-keys and the values shared by a job's 8 objects were about half of a cached pod.
+Every cached pod and service then has its repeated strings interned (`_sharer`): the
+fields `api/observed.py` marks `shared` (the namespace, label keys and values, the
+owner's kind, apiVersion, name and uid, the phase). msgspec makes a new str for each
+of them per object; the ~40-80 characters label keys and the values shared by a job's
+8 objects were about half of a cached pod. Pod pages read as protobuf (pod_proto.py)
+have the same fields interned as they are read.
 """
 
 from __future__ import annotations
 
+import itertools
+import linecache
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
@@ -22,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from tfjob.api.errors import InvalidJob
-from tfjob.api.observed import Meta, Pod, Service
+from tfjob.api.observed import Pod, Service, table
 from tfjob.api.types import JobStatus, ObjectMeta, TFJob
 from tfjob.runtimes.kubernetes import pod_proto
 
@@ -37,6 +42,7 @@ class HasMeta(Protocol):
 
 
 T = TypeVar("T", bound=HasMeta)
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 class ListMeta(msgspec.Struct):
@@ -133,28 +139,61 @@ def decode_status(raw: bytes) -> Status:
         return Status(message=raw[:500].decode("utf-8", "replace"))
 
 
-def _share(meta: Meta) -> None:
-    """Intern the strings many cached objects repeat, so they are held once."""
-    intern = sys.intern
-    meta.namespace = intern(meta.namespace)
-    if meta.labels:
-        meta.labels = {intern(k): intern(v) for k, v in meta.labels.items()}
-    for ref in meta.owner_references:
-        ref.api_version = intern(ref.api_version)
-        ref.kind = intern(ref.kind)
-        ref.name = intern(ref.name)
-        ref.uid = intern(ref.uid)
+def _sharer_source(struct: type[msgspec.Struct]) -> str:
+    """Python source of `_share(o)`: intern in place, and return, a `struct` whose
+    strings the projection's table marks `shared` (observed.pb), in it and in the
+    structs it holds. Generated, so it runs as a hand-written one would; pod_proto.py's
+    converters intern the same fields as they read protobuf."""
+    lines = ["def _share(o):"]
+    names = itertools.count(1)
+
+    def visit(struct: type[msgspec.Struct], o: str, indent: str) -> None:
+        for c in table(struct):
+            value = f"{o}.{c.name}"
+            if c.shared and c.kind is dict:
+                lines.append(f"{indent}if {value}:")
+                lines.append(
+                    f"{indent}    {value} = {{_intern(k): _intern(v) for k, v in {value}.items()}}"
+                )
+            elif c.shared and c.kind is str and not c.repeated:
+                lines.append(f"{indent}{value} = _intern({value})")
+            elif c.shared:
+                raise TypeError(f"{c.name}: only a str or a dict of str is shared")
+            elif issubclass(c.kind, msgspec.Struct) and _holds_shared(c.kind):
+                inner = f"o{next(names)}"
+                if c.repeated:
+                    lines.append(f"{indent}for {inner} in {value}:")
+                    visit(c.kind, inner, indent + "    ")
+                elif c.optional:
+                    lines.append(f"{indent}if ({inner} := {value}) is not None:")
+                    visit(c.kind, inner, indent + "    ")
+                else:
+                    lines.append(f"{indent}{inner} = {value}")
+                    visit(c.kind, inner, indent)
+
+    visit(struct, "o", "    ")
+    return "\n".join([*lines, "    return o", ""])
 
 
-def _shared_pod(pod: Pod) -> Pod:
-    _share(pod.metadata)
-    pod.status.phase = sys.intern(pod.status.phase)
-    return pod
+def _holds_shared(struct: type[msgspec.Struct]) -> bool:
+    return any(
+        c.shared or (issubclass(c.kind, msgspec.Struct) and _holds_shared(c.kind))
+        for c in table(struct)
+    )
 
 
-def _shared_service(service: Service) -> Service:
-    _share(service.metadata)
-    return service
+def _sharer(struct: type[S]) -> Callable[[S], S]:
+    source = _sharer_source(struct)
+    filename = f"<decode sharer of {struct.__name__}>"  # for tracebacks
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    scope: dict[str, Any] = {"_intern": sys.intern}
+    exec(compile(source, filename, "exec"), scope)  # the source made just above
+    share: Callable[[S], S] = scope["_share"]
+    return share
+
+
+_shared_pod = _sharer(Pod)
+_shared_service = _sharer(Service)
 
 
 def _shared_job(job: TFJob) -> TFJob:
@@ -266,9 +305,40 @@ def decode_pod_page(body: bytes) -> tuple[list[Pod], str, str]:
     if not body.startswith(pod_proto.MAGIC):
         return decode_pods(body)
     try:
-        return pod_proto.decode_pods(body)
+        return pod_proto.decode_pods(body)  # shared strings interned as they are read
     except pod_proto.DecodeError as error:
         raise msgspec.DecodeError(f"protobuf pod list: {error}") from error
+
+
+class _ListHead(msgspec.Struct):
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+
+
+_list_head = msgspec.json.Decoder(_ListHead)
+# A built-in resource's JSON list has its metadata before its items (kind, apiVersion,
+# metadata, items); a custom resource's has its keys sorted, metadata last. The
+# continue token is base64: no escapes to undo.
+_CONTINUE = re.compile(rb'"continue":\s*"([^"\\]+)"')
+_METADATA = b'"metadata":'
+_ITEMS = b'"items":'
+
+
+def continue_token(head: bytes, *, complete: bool = False) -> str | None:
+    """A list page's continue token ("" on the last page) from its first bytes, JSON
+    or protobuf, or None while they do not tell it; `complete`: `head` is the whole
+    page, and the token is always known (a broken JSON page raises msgspec.DecodeError).
+
+    So the client can ask for the next page while this one is still arriving."""
+    if head.startswith(pod_proto.MAGIC):
+        token = pod_proto.continue_token(head)
+        return "" if token is None and complete else token
+    items = head.find(_ITEMS)
+    if items >= 0 and head.find(_METADATA, 0, items) >= 0:
+        found = _CONTINUE.search(head, 0, items)
+        return found.group(1).decode() if found else ""
+    if complete:
+        return _list_head.decode(head).metadata.continue_
+    return None
 
 
 POD_CODEC: Codec[Pod] = Codec(decode_pods, decode_pod)
