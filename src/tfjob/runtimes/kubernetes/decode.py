@@ -132,6 +132,22 @@ def decode_event(line: bytes) -> RawEvent:
     return _event.decode(line)
 
 
+class _RvOnly(msgspec.Struct):
+    class _Meta(msgspec.Struct):
+        resourceVersion: str = ""  # wire name
+
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+_rv_only = msgspec.json.Decoder(_RvOnly)
+
+
+def resource_version_of(raw: bytes) -> str:
+    """The resourceVersion of an object as the API server sent it ("" if none, as in a
+    metav1.Status)."""
+    return _rv_only.decode(raw).metadata.resourceVersion
+
+
 def decode_status(raw: bytes) -> Status:
     try:
         return _status.decode(raw)

@@ -42,7 +42,13 @@ from tfjob.runtimes.kubernetes.client import (
     KubeClient,
     TransportError,
 )
-from tfjob.runtimes.kubernetes.decode import Codec, T, decode_event, decode_status
+from tfjob.runtimes.kubernetes.decode import (
+    Codec,
+    T,
+    decode_event,
+    decode_status,
+    resource_version_of,
+)
 from tfjob.runtimes.kubernetes.resources import Resource
 
 log = structlog.get_logger("tfjob.informer")
@@ -61,21 +67,6 @@ class Handlers(Generic[T]):
     on_add: Callable[[T], None] = lambda _obj: None
     on_update: Callable[[T, T], None] = lambda _old, _new: None
     on_delete: Callable[[T], None] = lambda _obj: None
-
-
-class _RvOnly(msgspec.Struct):
-    class _Meta(msgspec.Struct):
-        resourceVersion: str = ""  # wire name
-
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-
-
-_rv_only = msgspec.json.Decoder(_RvOnly)
-
-
-def resource_version_of(raw: bytes) -> str:
-    """The resourceVersion of an object as the API server sent it ("" if none)."""
-    return _rv_only.decode(raw).metadata.resourceVersion
 
 
 def object_key(namespace: str, name: str) -> str:

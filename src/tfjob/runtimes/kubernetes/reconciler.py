@@ -48,10 +48,9 @@ from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.admission import DryRun
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
 from tfjob.runtimes.kubernetes.consistency import Held, JobCaches, JobView
-from tfjob.runtimes.kubernetes.decode import UndecodableJob
+from tfjob.runtimes.kubernetes.decode import UndecodableJob, resource_version_of
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.gang import GangGroups
-from tfjob.runtimes.kubernetes.informer import resource_version_of
 from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
 from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter

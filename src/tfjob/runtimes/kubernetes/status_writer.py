@@ -20,8 +20,7 @@ from tfjob.api import constants as c
 from tfjob.api.errors import TemporaryError
 from tfjob.api.types import JobStatus, ObjectMeta
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
-from tfjob.runtimes.kubernetes.decode import decode_tfjob
-from tfjob.runtimes.kubernetes.informer import resource_version_of
+from tfjob.runtimes.kubernetes.decode import decode_tfjob, resource_version_of
 from tfjob.runtimes.kubernetes.resources import TFJOBS
 
 STATUS_ATTEMPTS = 3
