@@ -90,8 +90,8 @@ from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.client import METADATA_LIST, KubeClient
-from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
 from tfjob.runtimes.kubernetes.consistency import JOB_INDEX, owning_job
+from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.resources import OWNED_SELECTOR, PODS, SERVICES, TFJOBS, Resource
 

@@ -23,16 +23,18 @@ def restarts_pod(restart_policy: str, exit_code: int) -> bool:
     return restart_policy == "ExitCode" and is_retryable_exit_code(exit_code)
 
 
-def tensorflow_status(pod: Pod) -> ContainerStatus | None:
+def container_status(pod: Pod, container: str) -> ContainerStatus | None:
+    """The status of the pod's container called `container` (the kind's training
+    container: `tensorflow`, `pytorch`, ...), if it has one yet."""
     for status in pod.status.container_statuses:
-        if status.name == c.DEFAULT_CONTAINER_NAME:
+        if status.name == container:
             return status
     return None
 
 
-def exit_code(pod: Pod) -> int:
-    """The tensorflow container's exit code, or upstream's magic 0xbeef if it has none."""
-    status = tensorflow_status(pod)
+def exit_code(pod: Pod, container: str) -> int:
+    """The training container's exit code, or upstream's magic 0xbeef if it has none."""
+    status = container_status(pod, container)
     if status is None or status.state.terminated is None:
         return c.EXIT_CODE_UNKNOWN
     return status.state.terminated.exit_code
@@ -86,9 +88,9 @@ def restart_count(pod: Pod) -> int:
     return sum(s.restart_count for s in statuses)
 
 
-def describe_exit(pod: Pod) -> str:
+def describe_exit(pod: Pod, container: str) -> str:
     """`j-worker-1 exited with code 137 (OOMKilled)`, for failure messages (#1749)."""
-    status = tensorflow_status(pod)
+    status = container_status(pod, container)
     terminated = status.state.terminated if status is not None else None
     if terminated is None:
         reason = pod.status.reason or "no exit code"
