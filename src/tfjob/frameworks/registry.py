@@ -11,11 +11,12 @@ from typing import Any, TypeVar
 from tfjob.api.errors import FieldError
 from tfjob.api.types import Job
 from tfjob.frameworks.framework import Framework
+from tfjob.frameworks.pytorch import PYTORCH
 from tfjob.frameworks.tensorflow import TENSORFLOW
 
 J = TypeVar("J", bound=Job)
 
-FRAMEWORKS: dict[str, Framework[Any]] = {fw.kind: fw for fw in (TENSORFLOW,)}
+FRAMEWORKS: dict[str, Framework[Any]] = {fw.kind: fw for fw in (TENSORFLOW, PYTORCH)}
 _BY_TYPE: dict[type[Job], Framework[Any]] = {fw.job_type: fw for fw in FRAMEWORKS.values()}
 
 
