@@ -21,8 +21,8 @@ from tfjob.api import constants as c
 from tfjob.api.defaults import default_replica_specs, default_run_policy
 from tfjob.api.errors import FieldError
 from tfjob.api.kinds import KindDeclaration
-from tfjob.api.observed import ContainerStatus, Pod
-from tfjob.api.types import Job, ReplicaSpec, ReplicaStatus
+from tfjob.api.observed import Pod
+from tfjob.api.types import Job, ReplicaStatus
 from tfjob.api.validation import check_job, check_replica_specs
 from tfjob.frameworks.settings import Settings
 
@@ -54,9 +54,6 @@ class Framework(KindDeclaration, Generic[J]):
     env_on_every_container: bool = False
 
     # --- the job as the core sees it ------------------------------------------------
-
-    def replica_specs(self, job: J) -> dict[str, ReplicaSpec]:
-        return job.spec.replica_specs
 
     def with_defaults(self, job: J) -> J:
         """A copy of `job` with every upstream default applied, in upstream's order:
@@ -124,12 +121,3 @@ class Framework(KindDeclaration, Generic[J]):
     def tolerates_failure(self, job: J, replica_type: str) -> bool:
         """Hook: whether a failed replica of this type leaves the job running."""
         return False
-
-    # --- reading pods ---------------------------------------------------------------
-
-    def training_status(self, pod: Pod) -> ContainerStatus | None:
-        """The status of the pod's training container, if it has one yet."""
-        for status in pod.status.container_statuses:
-            if status.name == self.container_name:
-                return status
-        return None

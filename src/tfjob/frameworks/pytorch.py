@@ -263,65 +263,66 @@ class _PyTorchEnv(PodEnv):
         total = sum(s.replicas or 0 for s in specs.values())
         name = job.metadata.name
         self._has_master = MASTER in specs
-        self._master: list[EnvVar] = []
+        self._master: list[tuple[str, str]] = []
         self._world_size = str(total * nproc_count(spec.nproc_per_node))
         if self._has_master:
-            port = _port(specs[MASTER], kind)
+            port = str(_port(specs[MASTER], kind))
             address = object_name(name, MASTER, 0)
             self._master = [
-                _var("MASTER_PORT", str(port)),
-                _var("PET_MASTER_PORT", str(port)),
-                _var("MASTER_ADDR", address),
-                _var("PET_MASTER_ADDR", address),
+                ("MASTER_PORT", port),
+                ("PET_MASTER_PORT", port),
+                ("MASTER_ADDR", address),
+                ("PET_MASTER_ADDR", address),
             ]
-        tail: list[EnvVar] = []
+        tail: list[tuple[str, str]] = []
         if spec.nproc_per_node is not None:
-            tail.append(_var("PET_NPROC_PER_NODE", spec.nproc_per_node))
+            tail.append(("PET_NPROC_PER_NODE", spec.nproc_per_node))
         elastic = spec.elastic_policy
         if elastic is None:
-            tail.append(_var("PET_NNODES", str(total)))
+            tail.append(("PET_NNODES", str(total)))
         else:
             tail += _elastic_env(name, elastic, specs.get(WORKER), kind)
         self._tail = tail
 
     def for_replica(self, replica_type: str, index: int) -> list[EnvVar]:
-        env = [_var("PYTHONUNBUFFERED", "1")]
+        """A fresh list of fresh entries: no two pods share an env entry."""
+        env = [("PYTHONUNBUFFERED", "1")]
         if self._has_master:
             rank = str(index + 1 if replica_key(replica_type) == "worker" else index)
             env += [
                 *self._master,
-                _var("WORLD_SIZE", self._world_size),
-                _var("RANK", rank),
-                _var("PET_NODE_RANK", rank),
+                ("WORLD_SIZE", self._world_size),
+                ("RANK", rank),
+                ("PET_NODE_RANK", rank),
             ]
-        return [*env, *(dict(v) for v in self._tail)]
+        return [{"name": name, "value": value} for name, value in [*env, *self._tail]]
 
 
 def _elastic_env(
     job_name: str, elastic: ElasticPolicy, worker: ReplicaSpec | None, kind: PyTorch
-) -> list[EnvVar]:
+) -> list[tuple[str, str]]:
     host = elastic.rdzv_host if elastic.rdzv_host is not None else f"{job_name}-worker-0"
     port = elastic.rdzv_port
     if port is None and worker is not None:
         port = _port(worker, kind)
     env = [
-        _var("PET_RDZV_ENDPOINT", f"{host}:{port}"),
-        _var("PET_RDZV_BACKEND", elastic.rdzv_backend or DEFAULT_RDZV_BACKEND),
+        ("PET_RDZV_ENDPOINT", f"{host}:{port}"),
+        ("PET_RDZV_BACKEND", elastic.rdzv_backend or DEFAULT_RDZV_BACKEND),
     ]
     if elastic.min_replicas is None and elastic.max_replicas is None:
         nodes = str(worker.replicas if worker is not None else 0)
     else:
         nodes = f"{elastic.min_replicas}:{elastic.max_replicas}"
-    env.append(_var("PET_NNODES", nodes))
+    env.append(("PET_NNODES", nodes))
     if elastic.max_restarts is not None:
-        env.append(_var("PET_MAX_RESTARTS", str(elastic.max_restarts)))
+        env.append(("PET_MAX_RESTARTS", str(elastic.max_restarts)))
     if elastic.rdzv_id is not None:
-        env.append(_var("PET_RDZV_ID", elastic.rdzv_id))
+        env.append(("PET_RDZV_ID", elastic.rdzv_id))
     if elastic.rdzv_conf:
         conf = ",".join(f"{item.key}={item.value}" for item in elastic.rdzv_conf)
-        env.append(_var("PET_RDZV_CONF", conf))
+        env.append(("PET_RDZV_CONF", conf))
     if elastic.standalone:
-        env.append(_var("PET_STANDALONE", ""))
+        env.append(("PET_STANDALONE", ""))
     return env
 
 
@@ -329,7 +330,3 @@ def _port(spec: ReplicaSpec, kind: PyTorch) -> int:
     """The replica's `pytorchjob-port` (defaulting put one on its `pytorch` container)."""
     found = container_port(spec.template.get("spec"), kind.container_name, kind.port_name)
     return kind.port if found is None else found
-
-
-def _var(name: str, value: str) -> EnvVar:
-    return {"name": name, "value": value}

@@ -25,11 +25,6 @@ def framework_of(job: Job) -> Framework[Any]:
     return _BY_TYPE[type(job)]
 
 
-def framework_for_kind(kind: object) -> Framework[Any] | None:
-    """The framework of a document's `kind`, or None for a kind tfjob does not run."""
-    return FRAMEWORKS.get(kind) if isinstance(kind, str) else None
-
-
 def with_defaults(job: J) -> J:
     """A copy of `job` with every upstream default of its kind applied."""
     defaulted: J = framework_of(job).with_defaults(job)

@@ -94,7 +94,7 @@ class TensorFlow(Framework[TFJob]):
                 continue
             if labels.get(c.LABEL_REPLICA_INDEX) != "0":
                 continue
-            status = self.training_status(pod)
+            status = pod.container_status(self.container_name)
             terminated = status.state.terminated if status is not None else None
             if pod.status.phase == "Succeeded" and terminated is not None:
                 return terminated.exit_code == 0
