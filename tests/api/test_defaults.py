@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from testkit.builders import container, job, replica
-from tfjob.api.defaults import with_defaults
+from tfjob.frameworks.registry import with_defaults
 
 PORT = {"name": "tfjob-port", "containerPort": 2222}
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfjob.api.errors import InvalidJob
-from tfjob.api.load import load_jobs
+from tfjob.frameworks.load import load_jobs
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=5))
 VALUES = st.recursive(

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from tfjob.api.errors import InvalidJob
-from tfjob.api.load import load_jobs
 from tfjob.api.types import to_dict
+from tfjob.frameworks.load import load_jobs
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -74,7 +74,8 @@ def test_unknown_template_fields_survive_a_round_trip() -> None:
         ("", "(file): contains no TFJob"),
         ("- 1\n- 2\n", "(document): is not a mapping"),
         (GOOD.replace("kubeflow.org/v1", "kubeflow.org/v1beta2"), "apiVersion: must be 'kubeflow.org/v1'"),
-        (GOOD.replace("kind: TFJob", "kind: PyTorchJob"), "kind: must be 'TFJob', got 'PyTorchJob'"),
+        (GOOD.replace("kind: TFJob", "kind: MXJob"),
+         "kind: must be one of 'TFJob', 'PyTorchJob', got 'MXJob'"),
         (mutate("d['spec']['tfReplicaSpecs']['Worker']['replicas'] = -1"),
          "spec.tfReplicaSpecs[Worker].replicas: must be >= 0, got -1; fix: set replicas to 0 or more"),
         (mutate("d['spec']['tfReplicaSpecs']['Worker']['replicas'] = 'two'"),

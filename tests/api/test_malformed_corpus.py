@@ -11,7 +11,7 @@ import pytest
 
 from testkit.corpus import Case, cases
 from tfjob.api.errors import InvalidJob
-from tfjob.api.load import load_jobs
+from tfjob.frameworks.load import load_jobs
 
 CASES = cases()
 

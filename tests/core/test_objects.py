@@ -6,7 +6,6 @@ import msgspec
 import pytest
 
 from testkit.builders import UID, actions_of, job, replica, run
-from tfjob.api.defaults import with_defaults
 from tfjob.core.objects import (
     PodRenderer,
     desired_objects,
@@ -16,6 +15,7 @@ from tfjob.core.objects import (
 )
 from tfjob.core.plan import CreatePod
 from tfjob.core.settings import Settings
+from tfjob.frameworks.registry import with_defaults
 
 OWNER = {
     "apiVersion": "kubeflow.org/v1",
@@ -151,8 +151,9 @@ def test_service_is_headless_per_pod_and_publishes_not_ready_addresses() -> None
 
 def test_job_name_with_slash_is_dashed_in_labels() -> None:
     from tfjob.core.objects import base_labels
+    from tfjob.frameworks.tensorflow import TENSORFLOW
 
-    assert base_labels("test/key") == {
+    assert base_labels("test/key", TENSORFLOW.controller_name) == {
         "training.kubeflow.org/operator-name": "tfjob-controller",
         "training.kubeflow.org/job-name": "test-key",
     }
@@ -161,7 +162,7 @@ def test_job_name_with_slash_is_dashed_in_labels() -> None:
 def test_dist_mnist_renders_six_pods_and_six_services() -> None:
     from pathlib import Path
 
-    from tfjob.api.load import load_jobs
+    from tfjob.frameworks.load import load_jobs
 
     text = (Path(__file__).parents[1] / "fixtures" / "dist-mnist.yaml").read_text()
     (tfjob,) = load_jobs(text, "dist-mnist.yaml")

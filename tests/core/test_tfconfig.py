@@ -7,10 +7,10 @@ import json
 import pytest
 
 from testkit.builders import job, replica, with_spec
-from tfjob.api.defaults import with_defaults
 from tfjob.api.types import TFJob
 from tfjob.core.settings import Settings
-from tfjob.core.tfconfig import is_distributed, tf_config
+from tfjob.frameworks.registry import with_defaults
+from tfjob.frameworks.tensorflow import is_distributed, tf_config
 
 N = "test-tfjob"
 

@@ -1,7 +1,10 @@
-"""Names and values fixed by the kubeflow.org/v1 TFJob API and upstream's labels.
+"""Names and values fixed by the kubeflow.org/v1 API and upstream's labels.
 
 They are part of the wire contract with kubectl, Kubeflow's SDK and existing pods, so
-they live in one place and are never spelled out elsewhere.
+they live in one place and are never spelled out elsewhere. Labels, condition types
+and policies are every kind's; the kind's names and defaults here (KIND, PLURAL,
+CONTROLLER_NAME, DEFAULT_*, the replica types) are TFJob's, which its framework
+(tfjob.frameworks.tensorflow) declares; another kind declares its own in its file.
 """
 
 from typing import Final

@@ -1,7 +1,9 @@
-"""Defaulting: the in-memory view of a job the core decides on.
+"""Defaulting every kind shares: cleanPodPolicy, replica-type case, replicas,
+restartPolicy and the default port. A kind adds its own defaults in its framework
+(`tfjob.frameworks`), whose `with_defaults` applies both in upstream's order.
 
 Defaults are never written back to the stored spec (upstream writes status only), so
-this returns a new object and leaves the caller's untouched.
+these return new objects and leave the caller's untouched.
 """
 
 from __future__ import annotations
@@ -11,32 +13,24 @@ from typing import Any
 
 import msgspec
 
-from tfjob.api import constants as c
-from tfjob.api.containers import tensorflow_container
-from tfjob.api.names import canonical_type
-from tfjob.api.types import ReplicaSpec, TFJob
+from tfjob.api.containers import named_container
+from tfjob.api.kinds import KindDeclaration
+from tfjob.api.types import ReplicaSpec, RunPolicy
 
 
-def with_defaults(job: TFJob) -> TFJob:
-    """A copy of `job` with every upstream default applied, in upstream's order."""
-    run_policy = msgspec.structs.replace(
-        job.spec.run_policy,
-        clean_pod_policy=job.spec.run_policy.clean_pod_policy or "None",
-    )
-    specs = {
-        key: _default_replica(spec)
-        for key, spec in normalise_types(job.spec.tf_replica_specs).items()
-    }
-    spec = msgspec.structs.replace(
-        job.spec,
-        run_policy=run_policy,
-        success_policy=job.spec.success_policy or "",
-        tf_replica_specs=specs,
-    )
-    return msgspec.structs.replace(job, spec=spec)
+def default_run_policy(policy: RunPolicy) -> RunPolicy:
+    """cleanPodPolicy None unless set."""
+    return msgspec.structs.replace(policy, clean_pod_policy=policy.clean_pod_policy or "None")
 
 
-def normalise_types(specs: dict[str, ReplicaSpec]) -> dict[str, ReplicaSpec]:
+def default_replica_specs(
+    specs: dict[str, ReplicaSpec], kind: KindDeclaration
+) -> dict[str, ReplicaSpec]:
+    """Canonical type keys, then each replica's replicas, restartPolicy and port."""
+    return {key: _default_replica(spec, kind) for key, spec in normalise_types(specs, kind).items()}
+
+
+def normalise_types(specs: dict[str, ReplicaSpec], kind: KindDeclaration) -> dict[str, ReplicaSpec]:
     """Rename replica-type keys to their canonical case (`worker` -> `Worker`).
 
     As upstream: per canonical type, the first differently-cased key found in map
@@ -45,11 +39,11 @@ def normalise_types(specs: dict[str, ReplicaSpec]) -> dict[str, ReplicaSpec]:
     """
     result = dict(specs)
     for key in list(specs):
-        canonical = canonical_type(key)
+        canonical = kind.canonical_type(key)
         if canonical is None or canonical == key or key not in result:
             continue
         if any(
-            k != key and k != canonical and canonical_type(k) == canonical
+            k != key and k != canonical and kind.canonical_type(k) == canonical
             for k in _before(specs, key)
         ):
             continue
@@ -62,26 +56,27 @@ def _before(specs: dict[str, ReplicaSpec], key: str) -> list[str]:
     return keys[: keys.index(key)]
 
 
-def _default_replica(spec: ReplicaSpec) -> ReplicaSpec:
+def _default_replica(spec: ReplicaSpec, kind: KindDeclaration) -> ReplicaSpec:
     return msgspec.structs.replace(
         spec,
         replicas=1 if spec.replicas is None else spec.replicas,
-        restart_policy=spec.restart_policy or c.DEFAULT_RESTART_POLICY,
-        template=_with_default_port(spec.template),
+        restart_policy=spec.restart_policy or kind.default_restart_policy,
+        template=_with_default_port(spec.template, kind),
     )
 
 
-def _with_default_port(template: dict[str, Any]) -> dict[str, Any]:
-    """Add `tfjob-port: 2222` to the tensorflow container (or the first) if missing."""
+def _with_default_port(template: dict[str, Any], kind: KindDeclaration) -> dict[str, Any]:
+    """Add the kind's port (`tfjob-port: 2222`) to its training container (or the
+    first container) if that has no port of that name."""
     containers = template.get("spec", {}).get("containers")
     if not isinstance(containers, list) or not containers:
         return template
     template = copy.deepcopy(template)
     containers = template["spec"]["containers"]
-    target = tensorflow_container(template["spec"]) or containers[0]
+    target = named_container(template["spec"], kind.container_name) or containers[0]
     if not isinstance(target, dict):
         return template
     ports = target.setdefault("ports", [])
-    if not any(isinstance(p, dict) and p.get("name") == c.DEFAULT_PORT_NAME for p in ports):
-        ports.append({"name": c.DEFAULT_PORT_NAME, "containerPort": c.DEFAULT_PORT})
+    if not any(isinstance(p, dict) and p.get("name") == kind.port_name for p in ports):
+        ports.append({"name": kind.port_name, "containerPort": kind.port})
     return template

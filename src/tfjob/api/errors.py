@@ -45,14 +45,15 @@ class FieldError(msgspec.Struct, frozen=True):
 
 
 class InvalidJob(PermanentError, ValueError):
-    """A TFJob that cannot be run, with every problem found in it."""
+    """A job (a TFJob unless `kind` says) that cannot be run, with every problem."""
 
-    def __init__(self, source: str, errors: list[FieldError]) -> None:
+    def __init__(self, source: str, errors: list[FieldError], *, kind: str = "TFJob") -> None:
         self.source = source
         self.errors = list(errors)
+        self.kind = kind
         super().__init__(self._render())
 
     def _render(self) -> str:
         count = len(self.errors)
-        head = f"{self.source}: invalid TFJob ({count} error{'s' if count != 1 else ''}):"
+        head = f"{self.source}: invalid {self.kind} ({count} error{'s' if count != 1 else ''}):"
         return "\n".join([head, *(f"  - {error}" for error in self.errors)])

@@ -1,19 +1,11 @@
 """How replica types and generated objects are named, as upstream names them.
 
 These names are part of the API contract: pods, services, labels and TF_CONFIG keys
-all use them, and users' tooling looks them up.
+all use them, and users' tooling looks them up. (A replica type's canonical case is
+the kind's: `KindDeclaration.canonical_type`.)
 """
 
 from __future__ import annotations
-
-from tfjob.api import constants as c
-
-_CANONICAL = {name.lower(): name for name in c.REPLICA_TYPES}
-
-
-def canonical_type(key: str) -> str | None:
-    """The canonical spelling of a replica-type key, or None for an unknown type."""
-    return _CANONICAL.get(key.lower())
 
 
 def replica_key(replica_type: str) -> str:
@@ -29,7 +21,3 @@ def object_name(job_name: str, replica_type: str, index: int) -> str:
 def label_value(job_name: str) -> str:
     """The job-name label value (`/` is not allowed in label values)."""
     return job_name.replace("/", "-")
-
-
-def is_chief_or_master(replica_type: str) -> bool:
-    return replica_type in (c.CHIEF, c.MASTER)

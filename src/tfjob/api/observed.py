@@ -102,6 +102,14 @@ class Pod(Observed):
     metadata: Annotated[Meta, pb(1)] = msgspec.field(default_factory=Meta)
     status: Annotated[PodStatus, pb(3)] = msgspec.field(default_factory=PodStatus)
 
+    def container_status(self, name: str) -> ContainerStatus | None:
+        """The status of the container called `name` (a kind's training container:
+        `tensorflow`, `pytorch`, ...), if it has one yet."""
+        for status in self.status.container_statuses:
+            if status.name == name:
+                return status
+        return None
+
 
 class Service(Observed):
     metadata: Annotated[Meta, pb(1)] = msgspec.field(default_factory=Meta)

@@ -1,13 +1,18 @@
-"""Typed model of a TFJob (kubeflow.org/v1), decoded with msgspec.
+"""Typed model of the kubeflow.org/v1 jobs, decoded with msgspec.
 
-The pod template is kept as the plain mapping the user wrote, so fields this model
-does not know (volumes, probes, anything a newer Kubernetes adds) survive a round trip
+What every kind shares (metadata, runPolicy, replica specs, status) is here, with the
+bases `Job` and `JobSpec` the core works on; each kind's own struct names its replica
+specs field and its extra fields (TFJob's below, the others in their framework file,
+`tfjob.frameworks`).
+
+The pod template is kept as the plain mapping the user wrote, so fields this model does
+not know (volumes, probes, anything a newer Kubernetes adds) survive a round trip
 untouched. Everything else is typed, with the API's camelCase names on the wire.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -50,11 +55,28 @@ class ReplicaSpec(Wire):
     restart_policy: str = ""
 
 
-class TFJobSpec(Wire):
+class JobSpec(Wire):
+    """What every kind's spec has. A kind's spec adds its replica-specs field (e.g.
+    `tfReplicaSpecs`) and its own fields, and names that field `REPLICA_SPECS`."""
+
     run_policy: RunPolicy = msgspec.field(default_factory=RunPolicy)
+
+    #: The Python name of the kind's replica-specs field.
+    REPLICA_SPECS: ClassVar[str] = ""
+
+    @property
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        """The replica specs by type, whatever the kind calls the field."""
+        specs: dict[str, ReplicaSpec] = getattr(self, self.REPLICA_SPECS)
+        return specs
+
+
+class TFJobSpec(JobSpec):
     success_policy: str | None = None
     tf_replica_specs: dict[str, ReplicaSpec] = {}
     enable_dynamic_worker: bool = False
+
+    REPLICA_SPECS: ClassVar[str] = "tf_replica_specs"
 
 
 class JobCondition(Wire):
@@ -92,12 +114,20 @@ class JobStatus(Wire):
     counted_pods: list[str] = []
 
 
-class TFJob(Wire):
+class Job(Wire):
+    """Any kind's job: the core decides on this; a kind's struct narrows `spec`."""
+
+    api_version: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: JobSpec = msgspec.field(default_factory=JobSpec)
+    status: JobStatus = msgspec.field(default_factory=JobStatus)
+
+
+class TFJob(Job):
     api_version: str = "kubeflow.org/v1"
     kind: str = "TFJob"
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: TFJobSpec = msgspec.field(default_factory=TFJobSpec)
-    status: JobStatus = msgspec.field(default_factory=JobStatus)
 
 
 def to_dict(obj: msgspec.Struct) -> dict[str, Any]:

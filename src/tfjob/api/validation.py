@@ -1,9 +1,11 @@
-"""Validation (upstream's webhook checks, plus the ones it lacks): every problem, at once.
+"""Validation every kind shares (upstream's webhook checks, plus the ones it lacks).
 
 Runs on the job as stored (before defaulting), like upstream's webhook. Beyond the
 webhook it rejects what would otherwise fail later or silently: unknown restart or
 clean-pod policies, negative counts, replica-type keys that collide by case, and
 generated names that do not fit Kubernetes' 63-character limit (upstream #1101).
+A kind's framework adds its own checks (`tfjob.frameworks`); its `validate` returns
+every problem of both, at once.
 """
 
 from __future__ import annotations
@@ -14,25 +16,40 @@ from typing import Any
 
 from tfjob.api import constants as c
 from tfjob.api.errors import FieldError
-from tfjob.api.names import canonical_type, object_name
-from tfjob.api.types import ReplicaSpec, TFJob
+from tfjob.api.kinds import KindDeclaration
+from tfjob.api.names import object_name
+from tfjob.api.types import Job, ReplicaSpec
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
-def validate(job: TFJob, *, require_image: bool = True) -> list[FieldError]:
-    """All problems in `job`; an empty list means the job can run."""
-    return [
-        *_check_name(job.metadata.name),
-        *_check_run_policy(job),
-        *_check_success_policy(job.spec.success_policy),
-        *_check_replica_specs(job, require_image=require_image),
-    ]
+def check_job(job: Job, kind: KindDeclaration) -> Iterator[FieldError]:
+    """The job's name and runPolicy."""
+    yield from _check_name(job.metadata.name, kind)
+    yield from _check_run_policy(job)
 
 
-def _check_name(name: str) -> Iterator[FieldError]:
+def check_replica_specs(
+    job: Job, kind: KindDeclaration, *, require_image: bool
+) -> Iterator[FieldError]:
+    """The replica specs: at least one, no two keys of one type, and each replica's
+    count, restart policy, generated names and containers."""
+    specs = job.spec.replica_specs
+    if not specs:
+        yield FieldError(
+            f"spec.{kind.spec_field}",
+            "is required and must name at least one replica type",
+            f"add e.g. a Worker replica spec with a container named '{kind.container_name}'",
+        )
+        return
+    yield from _check_type_keys(specs, kind)
+    for key, spec in specs.items():
+        yield from _check_replica(job.metadata.name, key, spec, kind, require_image=require_image)
+
+
+def _check_name(name: str, kind: KindDeclaration) -> Iterator[FieldError]:
     if not name:
-        yield FieldError("metadata.name", "is required", "give the TFJob a name")
+        yield FieldError("metadata.name", "is required", f"give the {kind.kind} a name")
     elif len(name) > c.MAX_NAME_LENGTH or not _DNS1035.match(name):
         yield FieldError(
             "metadata.name",
@@ -43,7 +60,7 @@ def _check_name(name: str) -> Iterator[FieldError]:
         )
 
 
-def _check_run_policy(job: TFJob) -> Iterator[FieldError]:
+def _check_run_policy(job: Job) -> Iterator[FieldError]:
     policy = job.spec.run_policy
     path = "spec.runPolicy"
     if policy.managed_by is not None and policy.managed_by not in c.MANAGED_BY_VALUES:
@@ -69,54 +86,30 @@ def _check_run_policy(job: TFJob) -> Iterator[FieldError]:
             )
 
 
-def _check_success_policy(success_policy: str | None) -> Iterator[FieldError]:
-    if success_policy not in (None, *c.SUCCESS_POLICIES):
-        yield FieldError(
-            "spec.successPolicy",
-            f"unknown value {success_policy!r}",
-            'use "" (chief or worker 0 decides) or "AllWorkers"',
-        )
-
-
-def _check_replica_specs(job: TFJob, *, require_image: bool) -> Iterator[FieldError]:
-    specs = job.spec.tf_replica_specs
-    if not specs:
-        yield FieldError(
-            "spec.tfReplicaSpecs",
-            "is required and must name at least one replica type",
-            "add e.g. a Worker replica spec with a container named 'tensorflow'",
-        )
-        return
-    yield from _check_type_keys(specs)
-    for key, spec in specs.items():
-        yield from _check_replica(job.metadata.name, key, spec, require_image=require_image)
-
-
-def _check_type_keys(specs: dict[str, ReplicaSpec]) -> Iterator[FieldError]:
+def keys_by_type(specs: dict[str, ReplicaSpec], kind: KindDeclaration) -> dict[str, list[str]]:
+    """The spec keys by canonical type (an unknown type's key stands for itself)."""
     by_type: dict[str, list[str]] = {}
     for key in specs:
-        by_type.setdefault(canonical_type(key) or key, []).append(key)
+        by_type.setdefault(kind.canonical_type(key) or key, []).append(key)
+    return by_type
+
+
+def _check_type_keys(specs: dict[str, ReplicaSpec], kind: KindDeclaration) -> Iterator[FieldError]:
+    by_type = keys_by_type(specs, kind)
     for canonical, keys in by_type.items():
         if len(keys) > 1:
             yield FieldError(
-                "spec.tfReplicaSpecs",
+                f"spec.{kind.spec_field}",
                 f"keys {', '.join(repr(k) for k in keys)} name the same replica type {canonical!r}",
                 "keep one of them",
             )
-    if len(by_type.get(c.CHIEF, [])) + len(by_type.get(c.MASTER, [])) > 1 or (
-        c.CHIEF in by_type and c.MASTER in by_type
-    ):
-        yield FieldError(
-            "spec.tfReplicaSpecs",
-            "must not have more than 1 Chief or Master role",
-            "keep either Chief or Master (they mean the same)",
-        )
+    yield from kind.check_types(by_type)
 
 
 def _check_replica(
-    job_name: str, key: str, spec: ReplicaSpec, *, require_image: bool
+    job_name: str, key: str, spec: ReplicaSpec, kind: KindDeclaration, *, require_image: bool
 ) -> Iterator[FieldError]:
-    path = f"spec.tfReplicaSpecs[{key}]"
+    path = f"spec.{kind.spec_field}[{key}]"
     if spec.replicas is not None and spec.replicas < 0:
         yield FieldError(
             f"{path}.replicas", f"must be >= 0, got {spec.replicas}", "set replicas to 0 or more"
@@ -127,12 +120,14 @@ def _check_replica(
             f"unknown value {spec.restart_policy!r}",
             f"use one of {', '.join(c.RESTART_POLICIES)}",
         )
-    yield from _check_generated_names(job_name, key, spec, path)
-    yield from _check_containers(spec.template, f"{path}.template.spec.containers", require_image)
+    yield from _check_generated_names(job_name, key, spec, path, kind)
+    yield from _check_containers(
+        spec.template, f"{path}.template.spec.containers", kind.container_name, require_image
+    )
 
 
 def _check_generated_names(
-    job_name: str, key: str, spec: ReplicaSpec, path: str
+    job_name: str, key: str, spec: ReplicaSpec, path: str, kind: KindDeclaration
 ) -> Iterator[FieldError]:
     if not job_name:
         return
@@ -150,21 +145,21 @@ def _check_generated_names(
         yield FieldError(
             path,
             f"replica type {key!r} gives the service name {name!r}, which is not a DNS-1035 label",
-            "use a replica type made of letters and digits (PS, Worker, Chief, Master, Evaluator)",
+            f"use a replica type made of letters and digits ({', '.join(kind.example_types)})",
         )
 
 
 def _check_containers(
-    template: dict[str, Any], path: str, require_image: bool
+    template: dict[str, Any], path: str, name: str, require_image: bool
 ) -> Iterator[FieldError]:
     pod_spec = template.get("spec") if isinstance(template, dict) else None
     containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
     if not isinstance(containers, list) or not containers:
-        yield FieldError(path, "must be specified", "add a container named 'tensorflow'")
+        yield FieldError(path, "must be specified", f"add a container named '{name}'")
         yield FieldError(
             path,
-            f"must have at least one container with name {c.DEFAULT_CONTAINER_NAME}",
-            f"name the training container '{c.DEFAULT_CONTAINER_NAME}'",
+            f"must have at least one container with name {name}",
+            f"name the training container '{name}'",
         )
         return
     for index, container in enumerate(containers):
@@ -177,11 +172,10 @@ def _check_containers(
                 f"{path}[{index}].image", "must be required", "set the container image"
             )
     names = [ct.get("name") for ct in containers if isinstance(ct, dict)]
-    if c.DEFAULT_CONTAINER_NAME not in names:
+    if name not in names:
         found = ", ".join(repr(n) for n in names)
         yield FieldError(
             path,
-            f"must have at least one container with name {c.DEFAULT_CONTAINER_NAME} "
-            f"(found {found})",
-            f"name the training container '{c.DEFAULT_CONTAINER_NAME}'",
+            f"must have at least one container with name {name} (found {found})",
+            f"name the training container '{name}'",
         )

@@ -28,10 +28,10 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from tfjob.api import constants as c
 from tfjob.api.owners import owner_reference
-from tfjob.api.types import TFJob
+from tfjob.api.types import Job
 from tfjob.core.plan import Event, GroupKind
+from tfjob.frameworks.registry import framework_of
 
 NATIVE_SCHEDULER = "default-scheduler"
 VOLCANO_SCHEDULER = "volcano"
@@ -116,7 +116,7 @@ def admitted(group: dict[str, Any]) -> bool:
 # -- group objects ---------------------------------------------------------------------
 
 
-def min_member(job: TFJob) -> int:
+def min_member(job: Job) -> int:
     """schedulingPolicy.minAvailable, else every replica of the job (nil counts 1)."""
     policy = job.spec.run_policy.scheduling_policy
     if policy is not None and policy.min_available is not None:
@@ -124,13 +124,13 @@ def min_member(job: TFJob) -> int:
     return total_replicas(job)
 
 
-def total_replicas(job: TFJob) -> int:
+def total_replicas(job: Job) -> int:
     return sum(
-        1 if spec.replicas is None else spec.replicas for spec in job.spec.tf_replica_specs.values()
+        1 if spec.replicas is None else spec.replicas for spec in job.spec.replica_specs.values()
     )
 
 
-def group_objects(job: TFJob, scheduler_name: str) -> list[dict[str, Any]]:
+def group_objects(job: Job, scheduler_name: str) -> list[dict[str, Any]]:
     """The group objects the job needs, in creation order; empty when gang is off."""
     chosen = backend(scheduler_name)
     if chosen is Backend.NATIVE:
@@ -193,18 +193,18 @@ def _same_quantities(current: Any, wanted: dict[str, str]) -> bool:
         return False
 
 
-def _metadata(job: TFJob, *, annotations: bool = True) -> dict[str, Any]:
+def _metadata(job: Job, *, annotations: bool = True) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": job.metadata.name,
         "namespace": job.metadata.namespace,
     }
     if annotations and job.metadata.annotations:
         meta["annotations"] = dict(job.metadata.annotations)
-    meta["ownerReferences"] = [owner_reference(job)]
+    meta["ownerReferences"] = [owner_reference(job, framework_of(job))]
     return meta
 
 
-def _pod_group(job: TFJob, kind: GroupKind, spec: dict[str, Any]) -> dict[str, Any]:
+def _pod_group(job: Job, kind: GroupKind, spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": kind.api_version,
         "kind": kind.kind,
@@ -213,7 +213,7 @@ def _pod_group(job: TFJob, kind: GroupKind, spec: dict[str, Any]) -> dict[str, A
     }
 
 
-def _volcano_spec(job: TFJob) -> dict[str, Any]:
+def _volcano_spec(job: Job) -> dict[str, Any]:
     policy = job.spec.run_policy.scheduling_policy
     members = min_member(job)
     spec: dict[str, Any] = {"minMember": members, "queue": (policy and policy.queue) or "default"}
@@ -225,7 +225,7 @@ def _volcano_spec(job: TFJob) -> dict[str, Any]:
     return spec
 
 
-def _plugins_spec(job: TFJob) -> dict[str, Any]:
+def _plugins_spec(job: Job) -> dict[str, Any]:
     policy = job.spec.run_policy.scheduling_policy
     members = min_member(job)
     spec: dict[str, Any] = {"minMember": members}
@@ -237,11 +237,11 @@ def _plugins_spec(job: TFJob) -> dict[str, Any]:
     return spec
 
 
-def _gang_policy(job: TFJob) -> dict[str, Any]:
+def _gang_policy(job: Job) -> dict[str, Any]:
     return {"gang": {"minCount": max(min_member(job), 1)}}
 
 
-def _workload(job: TFJob) -> dict[str, Any]:
+def _workload(job: Job) -> dict[str, Any]:
     template: dict[str, Any] = {"name": NATIVE_TEMPLATE, "schedulingPolicy": _gang_policy(job)}
     policy = job.spec.run_policy.scheduling_policy
     if policy is not None and policy.priority_class:
@@ -251,13 +251,17 @@ def _workload(job: TFJob) -> dict[str, Any]:
         "kind": NATIVE_WORKLOAD.kind,
         "metadata": _metadata(job, annotations=False),
         "spec": {
-            "controllerRef": {"apiGroup": c.GROUP, "kind": c.KIND, "name": job.metadata.name},
+            "controllerRef": {
+                "apiGroup": framework_of(job).group,
+                "kind": framework_of(job).kind,
+                "name": job.metadata.name,
+            },
             "podGroupTemplates": [template],
         },
     }
 
 
-def _native_pod_group(job: TFJob) -> dict[str, Any]:
+def _native_pod_group(job: Job) -> dict[str, Any]:
     """The runtime group, made from the Workload's one template (same policy)."""
     spec: dict[str, Any] = {
         "podGroupTemplateRef": {
@@ -282,7 +286,7 @@ def _native_pod_group(job: TFJob) -> dict[str, Any]:
 # -- minResources ----------------------------------------------------------------------
 
 
-def min_resources(job: TFJob, members: int) -> dict[str, str] | None:
+def min_resources(job: Job, members: int) -> dict[str, str] | None:
     """schedulingPolicy.minResources, else what the first `members` pods request.
 
     Pods are walked replica type by replica type (in name order: priorities would need
@@ -294,8 +298,8 @@ def min_resources(job: TFJob, members: int) -> dict[str, str] | None:
         return {str(k): str(v) for k, v in policy.min_resources.items()}
     totals: dict[str, list[str]] = {}
     counted = 0
-    for rtype in sorted(job.spec.tf_replica_specs):
-        spec = job.spec.tf_replica_specs[rtype]
+    for rtype in sorted(job.spec.replica_specs):
+        spec = job.spec.replica_specs[rtype]
         replicas = 1 if spec.replicas is None else spec.replicas
         for _ in range(replicas):
             if counted >= members:
@@ -364,7 +368,7 @@ def add_quantities(values: Iterable[str]) -> str:
 
 
 def decorate_pod(
-    pod: dict[str, Any], job: TFJob, replica_type: str, scheduler_name: str
+    pod: dict[str, Any], job: Job, replica_type: str, scheduler_name: str
 ) -> dict[str, Any]:
     """Tie one pod manifest to the job's group and scheduler (in place; returned)."""
     chosen = backend(scheduler_name)
@@ -387,14 +391,14 @@ def decorate_pod(
     return pod
 
 
-def scheduler_warning(job: TFJob, scheduler_name: str) -> Event | None:
+def scheduler_warning(job: Job, scheduler_name: str) -> Event | None:
     """The Warning recorded with each pod created while a template names another
     scheduler: that name is kept, so that replica is not gang-scheduled."""
     chosen = backend(scheduler_name)
     if chosen is None:
         return None
     ours = pod_scheduler_name(scheduler_name)
-    for spec in job.spec.tf_replica_specs.values():
+    for spec in job.spec.replica_specs.values():
         named = (spec.template.get("spec") or {}).get("schedulerName")
         if named and named != ours:
             reason = _SEED_WARNING_REASON if chosen is Backend.KUBE_BATCH else _WARNING_REASON

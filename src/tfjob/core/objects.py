@@ -1,7 +1,9 @@
-"""The pods and headless services the operator creates for a job.
+"""The pods and headless services the operator creates for a job, of any kind.
 
 Pure functions of the defaulted job: the same job gives byte-for-byte the same
-manifests, which is what makes `tfjob render` a faithful dry run.
+manifests, which is what makes `tfjob render` a faithful dry run. What differs by kind
+(labels' operator name, the env, extra pod parts, the training container and its
+port, the master role) comes from the job's framework.
 """
 
 from __future__ import annotations
@@ -12,15 +14,15 @@ from typing import Any
 import msgspec
 
 from tfjob.api import constants as c
-from tfjob.api.containers import tensorflow_container
-from tfjob.api.defaults import with_defaults
-from tfjob.api.names import is_chief_or_master, label_value, object_name, replica_key
+from tfjob.api.containers import named_container
+from tfjob.api.names import label_value, object_name, replica_key
 from tfjob.api.owners import owner_reference
-from tfjob.api.types import TFJob
+from tfjob.api.types import Job
 from tfjob.core import gang
 from tfjob.core.plan import CreatePod, Event
 from tfjob.core.settings import Settings
-from tfjob.core.tfconfig import TFConfigs
+from tfjob.frameworks.framework import Framework, PodEnv
+from tfjob.frameworks.registry import framework_of
 
 RESTART_POLICY_WARNING = Event(
     type="Warning",
@@ -29,28 +31,28 @@ RESTART_POLICY_WARNING = Event(
 )
 
 
-def base_labels(job_name: str) -> dict[str, str]:
-    """The selector of everything the operator made for a job."""
+def base_labels(job_name: str, controller: str) -> dict[str, str]:
+    """The selector of everything the operator made for a job (`controller`: the
+    kind's operator name, `tfjob-controller`)."""
     return {
-        c.LABEL_OPERATOR_NAME: c.CONTROLLER_NAME,
+        c.LABEL_OPERATOR_NAME: controller,
         c.LABEL_JOB_NAME: label_value(job_name),
     }
 
 
-def replica_labels(job_name: str, replica_type: str, index: int) -> dict[str, str]:
+def replica_labels(job_name: str, replica_type: str, index: int, controller: str) -> dict[str, str]:
     """Labels (and service selector) of one replica's pod and service."""
     return {
-        **base_labels(job_name),
+        **base_labels(job_name, controller),
         c.LABEL_REPLICA_TYPE: replica_key(replica_type),
         c.LABEL_REPLICA_INDEX: str(index),
     }
 
 
-def is_master_role(job: TFJob, replica_type: str, index: int) -> bool:
-    """Chief/Master pods carry job-role=master; without them, worker 0 does."""
-    if any(is_chief_or_master(t) for t in job.spec.tf_replica_specs):
-        return is_chief_or_master(replica_type)
-    return replica_type == c.WORKER and index == 0
+def is_master_role(job: Job, replica_type: str, index: int) -> bool:
+    """Whether the pod carries job-role=master (the kind's rule: Chief/Master pods,
+    without them Worker 0)."""
+    return framework_of(job).is_master_role(job, replica_type, index)
 
 
 class PodRenderer:
@@ -58,24 +60,25 @@ class PodRenderer:
 
     `job` is the job the plan was made from, as given to `reconcile` (defaulted here,
     as the core does). Build one per plan and ask it for each manifest as the pod is
-    created: the work all pods share (the TF_CONFIG cluster, encoded once; each replica
-    type's template) is done once, on the first manifest, and no more than one pod's
-    copy of the cluster is held at a time.
+    created: the work all pods share (the kind's env, e.g. the TF_CONFIG cluster
+    encoded once; each replica type's template) is done once, on the first manifest,
+    and no more than one pod's copy of the cluster is held at a time.
     """
 
-    def __init__(self, job: TFJob, settings: Settings) -> None:
-        self._job = with_defaults(job)
+    def __init__(self, job: Job, settings: Settings) -> None:
+        self._framework: Framework[Any] = framework_of(job)
+        self._job = self._framework.with_defaults(job)
         self._settings = settings
 
     @cached_property
-    def _tf_configs(self) -> TFConfigs:
-        return TFConfigs(self._job, self._settings)
+    def _env(self) -> PodEnv:
+        return self._framework.pod_env(self._job, self._settings)
 
     @cached_property
     def _templates(self) -> dict[str, bytes]:
         return {
             rtype: msgspec.json.encode(spec.template)
-            for rtype, spec in self._job.spec.tf_replica_specs.items()
+            for rtype, spec in self._job.spec.replica_specs.items()
         }
 
     def manifest(self, action: CreatePod) -> dict[str, Any]:
@@ -84,21 +87,21 @@ class PodRenderer:
 
     def pod(self, replica_type: str, index: int) -> dict[str, Any]:
         """The Pod manifest for one replica."""
-        job = self._job
-        spec = job.spec.tf_replica_specs[replica_type]
+        job, framework = self._job, self._framework
+        spec = job.spec.replica_specs[replica_type]
         template: dict[str, Any] = msgspec.json.decode(self._templates[replica_type])
         meta = template.get("metadata") or {}
         labels = {
             **(meta.get("labels") or {}),
-            **replica_labels(job.metadata.name, replica_type, index),
+            **replica_labels(job.metadata.name, replica_type, index, framework.controller_name),
         }
-        if is_master_role(job, replica_type, index):
+        if framework.is_master_role(job, replica_type, index):
             labels[c.LABEL_JOB_ROLE] = c.JOB_ROLE_MASTER
         metadata: dict[str, Any] = {
             "name": object_name(job.metadata.name, replica_type, index),
             "namespace": job.metadata.namespace,
             "labels": labels,
-            "ownerReferences": [owner_reference(job)],
+            "ownerReferences": [owner_reference(job, framework)],
         }
         for key in ("annotations", "finalizers"):
             if meta.get(key):
@@ -106,47 +109,58 @@ class PodRenderer:
         pod_spec: dict[str, Any] = template.get("spec") or {}
         policy = spec.restart_policy
         pod_spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
-        config = self._tf_configs.for_replica(replica_type, index)
-        if config is not None:
-            _append_env(pod_spec, {"name": "TF_CONFIG", "value": config})
+        _append_env(pod_spec, self._env.for_replica(replica_type, index), framework)
+        framework.decorate_pod_spec(job, replica_type, index, self._settings, pod_spec)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
         return gang.decorate_pod(pod, job, replica_type, self._settings.gang_scheduler_name)
 
 
-def pod_manifest(job: TFJob, action: CreatePod, settings: Settings) -> dict[str, Any]:
+def pod_manifest(job: Job, action: CreatePod, settings: Settings) -> dict[str, Any]:
     """The Pod manifest a `CreatePod` action of `job`'s plan creates (for one pod; a
     runtime creating many builds one PodRenderer per plan)."""
     return PodRenderer(job, settings).manifest(action)
 
 
-def desired_pod(job: TFJob, replica_type: str, index: int, settings: Settings) -> dict[str, Any]:
+def desired_pod(job: Job, replica_type: str, index: int, settings: Settings) -> dict[str, Any]:
     """The Pod manifest for one replica of a job."""
     return PodRenderer(job, settings).pod(replica_type, index)
 
 
-def creation_events(job: TFJob, replica_type: str) -> list[Event]:
+def creation_events(job: Job, replica_type: str) -> list[Event]:
     """Warnings upstream emits at each pod creation (a template restartPolicy, which
     the replica's restartPolicy overwrites)."""
-    template_spec = job.spec.tf_replica_specs[replica_type].template.get("spec") or {}
+    template_spec = job.spec.replica_specs[replica_type].template.get("spec") or {}
     return [RESTART_POLICY_WARNING] if template_spec.get("restartPolicy") else []
 
 
-def _append_env(pod_spec: dict[str, Any], variable: dict[str, str]) -> None:
-    container = tensorflow_container(pod_spec)
-    if container is not None:
-        container.setdefault("env", []).append(variable)
+def _append_env(
+    pod_spec: dict[str, Any], variables: list[dict[str, Any]], framework: Framework[Any]
+) -> None:
+    """Append the kind's env after the user's own: to every container, or only to the
+    training container (TFJob's TF_CONFIG)."""
+    if not variables:
+        return
+    if framework.env_on_every_container:
+        containers = [ct for ct in pod_spec.get("containers") or [] if isinstance(ct, dict)]
+    else:
+        found = named_container(pod_spec, framework.container_name)
+        containers = [] if found is None else [found]
+    for index, container in enumerate(containers):
+        env = container.setdefault("env", [])
+        env += variables if index == 0 else [dict(v) for v in variables]
 
 
-def desired_service(job: TFJob, replica_type: str, index: int) -> dict[str, Any]:
+def desired_service(job: Job, replica_type: str, index: int) -> dict[str, Any]:
     """The headless Service giving one replica its stable DNS name.
 
     publishNotReadyAddresses lets peers resolve each other while they start up
     (upstream #1458), instead of failing until every pod is Ready.
     """
-    labels = replica_labels(job.metadata.name, replica_type, index)
+    framework = framework_of(job)
+    labels = replica_labels(job.metadata.name, replica_type, index, framework.controller_name)
     ports = [
         {"name": p.get("name", ""), "port": p["containerPort"]}
-        for p in _tensorflow_ports(job, replica_type)
+        for p in _training_ports(job, replica_type, framework.container_name)
     ]
     spec: dict[str, Any] = {
         "clusterIP": "None",
@@ -162,25 +176,25 @@ def desired_service(job: TFJob, replica_type: str, index: int) -> dict[str, Any]
             "name": object_name(job.metadata.name, replica_type, index),
             "namespace": job.metadata.namespace,
             "labels": labels,
-            "ownerReferences": [owner_reference(job)],
+            "ownerReferences": [owner_reference(job, framework)],
         },
         "spec": spec,
     }
 
 
-def _tensorflow_ports(job: TFJob, replica_type: str) -> list[dict[str, Any]]:
-    template = job.spec.tf_replica_specs[replica_type].template
-    container = tensorflow_container(template.get("spec")) or {}
+def _training_ports(job: Job, replica_type: str, container_name: str) -> list[dict[str, Any]]:
+    template = job.spec.replica_specs[replica_type].template
+    container = named_container(template.get("spec"), container_name) or {}
     return list(container.get("ports") or [])
 
 
-def desired_objects(job: TFJob, settings: Settings) -> list[dict[str, Any]]:
+def desired_objects(job: Job, settings: Settings) -> list[dict[str, Any]]:
     """The gang-scheduling group objects (if on), then every pod, then every service of
     a defaulted job, in replica-type order."""
     groups = gang.group_objects(job, settings.gang_scheduler_name)
     pods, services = [], []
     renderer = PodRenderer(job, settings)
-    for rtype, spec in sorted(job.spec.tf_replica_specs.items()):
+    for rtype, spec in sorted(job.spec.replica_specs.items()):
         for index in range(spec.replicas or 0):
             pods.append(renderer.pod(rtype, index))
             services.append(desired_service(job, rtype, index))

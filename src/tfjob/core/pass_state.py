@@ -14,15 +14,19 @@ from tfjob.api import constants as c
 from tfjob.api.names import replica_key
 from tfjob.api.observed import Pod, Service
 from tfjob.api.timestamps import parse_rfc3339, rfc3339
-from tfjob.api.types import JobStatus, TFJob
+from tfjob.api.types import Job, JobStatus
 from tfjob.core import conditions
+from tfjob.core import pods as podlib
 from tfjob.core.plan import Action, DeleteJob, Event, Plan
 from tfjob.core.settings import Settings
+from tfjob.frameworks.framework import Framework
+from tfjob.frameworks.registry import framework_of
 
 
 @dataclass
 class Pass:
-    job: TFJob  # defaulted
+    job: Job  # defaulted
+    framework: Framework[Any]  # the job's kind
     pods: list[Pod]
     services: list[Service]
     now: datetime
@@ -40,17 +44,22 @@ class Pass:
     @classmethod
     def start(
         cls,
-        job: TFJob,
+        job: Job,
         pods: list[Pod],
         services: list[Service],
         now: datetime,
         settings: Settings,
     ) -> Pass:
-        return cls(job, pods, services, now, settings, copy.deepcopy(job.status))
+        framework = framework_of(job)
+        return cls(job, framework, pods, services, now, settings, copy.deepcopy(job.status))
 
     @property
     def name(self) -> str:
         return self.job.metadata.name
+
+    @property
+    def kind(self) -> str:
+        return self.framework.kind
 
     @property
     def qualified_name(self) -> str:
@@ -87,7 +96,7 @@ class Pass:
         return True
 
     def succeed(self, message: str) -> bool:
-        if not self.condition(c.SUCCEEDED, "True", "TFJobSucceeded", message):
+        if not self.condition(c.SUCCEEDED, "True", self.framework.reason("Succeeded"), message):
             return False
         self.status.completion_time = self.status.completion_time or self.stamp
         return True
@@ -95,14 +104,21 @@ class Pass:
     def replica_type_of(self, labels: dict[str, str]) -> str:
         """The job's replica-type key for an object's replica-type label ("" if none)."""
         key = labels.get(c.LABEL_REPLICA_TYPE)
-        for rtype in self.job.spec.tf_replica_specs:
+        for rtype in self.job.spec.replica_specs:
             if replica_key(rtype) == key:
                 return rtype
         return ""
 
     def restart_policy_of(self, pod: Pod) -> str | None:
         rtype = self.replica_type_of(pod.metadata.labels)
-        return self.job.spec.tf_replica_specs[rtype].restart_policy if rtype else None
+        return self.job.spec.replica_specs[rtype].restart_policy if rtype else None
+
+    def exit_code(self, pod: Pod) -> int:
+        """The exit code of the pod's training container (0xbeef if none yet)."""
+        return podlib.exit_code(pod, self.framework.container_name)
+
+    def describe_exit(self, pod: Pod) -> str:
+        return podlib.describe_exit(pod, self.framework.container_name)
 
     def deadline(self) -> datetime | None:
         seconds = self.job.spec.run_policy.active_deadline_seconds

@@ -57,7 +57,7 @@ class DeleteService(msgspec.Struct, tag=True, frozen=True, kw_only=True):
 
 
 class DeleteJob(msgspec.Struct, tag=True, frozen=True, kw_only=True):
-    """Delete the TFJob itself (TTL after finishing)."""
+    """Delete the job itself (TTL after finishing)."""
 
 
 class GroupKind(msgspec.Struct, frozen=True):

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from tfjob.api import constants as c
 from tfjob.api.names import replica_key
-from tfjob.api.observed import ContainerStatus, Pod
+from tfjob.api.observed import Pod
 from tfjob.api.types import ReplicaStatus
 
 
@@ -23,16 +23,9 @@ def restarts_pod(restart_policy: str, exit_code: int) -> bool:
     return restart_policy == "ExitCode" and is_retryable_exit_code(exit_code)
 
 
-def tensorflow_status(pod: Pod) -> ContainerStatus | None:
-    for status in pod.status.container_statuses:
-        if status.name == c.DEFAULT_CONTAINER_NAME:
-            return status
-    return None
-
-
-def exit_code(pod: Pod) -> int:
-    """The tensorflow container's exit code, or upstream's magic 0xbeef if it has none."""
-    status = tensorflow_status(pod)
+def exit_code(pod: Pod, container: str) -> int:
+    """The training container's exit code, or upstream's magic 0xbeef if it has none."""
+    status = pod.container_status(container)
     if status is None or status.state.terminated is None:
         return c.EXIT_CODE_UNKNOWN
     return status.state.terminated.exit_code
@@ -86,9 +79,9 @@ def restart_count(pod: Pod) -> int:
     return sum(s.restart_count for s in statuses)
 
 
-def describe_exit(pod: Pod) -> str:
+def describe_exit(pod: Pod, container: str) -> str:
     """`j-worker-1 exited with code 137 (OOMKilled)`, for failure messages (#1749)."""
-    status = tensorflow_status(pod)
+    status = pod.container_status(container)
     terminated = status.state.terminated if status is not None else None
     if terminated is None:
         reason = pod.status.reason or "no exit code"

@@ -1,9 +1,11 @@
-"""One reconcile of one TFJob: observed state in, plan out. Pure.
+"""One reconcile of one job, of any kind: observed state in, plan out. Pure.
 
 The order follows upstream's ReconcileJobs: finished jobs are only cleaned up,
 suspended jobs are emptied, failure limits are checked, then each replica type's pods
 and services are reconciled, and finally the job's conditions are derived from the
-replica counts. The fixes tfjob makes over upstream are marked "(better)".
+replica counts. What differs by kind comes from the job's framework (`state.framework`:
+its names, reasons, env, success rule); the rest is shared. The fixes tfjob makes over
+upstream are marked "(better)".
 """
 
 from __future__ import annotations
@@ -15,12 +17,10 @@ from typing import Any, TypeVar
 import msgspec
 
 from tfjob.api import constants as c
-from tfjob.api.defaults import with_defaults
 from tfjob.api.names import object_name
 from tfjob.api.observed import Pod, Service
 from tfjob.api.timestamps import parse_rfc3339
-from tfjob.api.types import ReplicaStatus, TFJob
-from tfjob.api.validation import validate
+from tfjob.api.types import Job, ReplicaStatus
 from tfjob.core import conditions, gang
 from tfjob.core import pods as podlib
 from tfjob.core.cleanup import cleanup_actions, suspend_actions
@@ -38,6 +38,7 @@ from tfjob.core.plan import (
 )
 from tfjob.core.settings import Settings
 from tfjob.core.status import update_job_status
+from tfjob.frameworks.registry import framework_of
 
 _Obj = TypeVar("_Obj", Pod, Service)
 
@@ -46,7 +47,7 @@ GROUP_RECHECK_SECONDS = 1.0
 
 
 def reconcile(
-    job: TFJob,
+    job: Job,
     pods: Sequence[Pod],
     services: Sequence[Service],
     now: datetime,
@@ -63,10 +64,13 @@ def reconcile(
     """
     if _managed_elsewhere(job):
         return Plan(status=job.status)
-    errors = validate(job, require_image=settings.require_image)
+    framework = framework_of(job)
+    errors = framework.validate(job, require_image=settings.require_image)
     if errors:
         return reject(job, now, "; ".join(str(e) for e in errors))
-    state = Pass.start(with_defaults(job), _owned(job, pods), _owned(job, services), now, settings)
+    state = Pass.start(
+        framework.with_defaults(job), _owned(job, pods), _owned(job, services), now, settings
+    )
     state.groups = list(groups)
     _ensure_created(state)
     if conditions.is_finished(state.status):
@@ -78,35 +82,43 @@ def reconcile(
     return state.plan(original=job.status)
 
 
-def _managed_elsewhere(job: TFJob) -> bool:
+def _managed_elsewhere(job: Job) -> bool:
     managed_by = job.spec.run_policy.managed_by
     return managed_by is not None and managed_by != c.MANAGED_BY_OPERATOR
 
 
-def _owned(job: TFJob, objects: Sequence[_Obj]) -> list[_Obj]:
+def _owned(job: Job, objects: Sequence[_Obj]) -> list[_Obj]:
     return [o for o in objects if o.metadata.controller_uid() == job.metadata.uid]
 
 
-def reject(job: TFJob, now: datetime, problems: str) -> Plan:
+def reject(job: Job, now: datetime, problems: str) -> Plan:
     """The plan for a job that cannot run: a Failed condition naming the problems.
 
     Used for jobs that fail validation, and by runtimes for stored objects that do not
-    even decode (give it a TFJob with just their metadata and status). A job that is
-    already finished is left as it is.
+    even decode (give it a job of the kind's model with just their metadata and
+    status). A job that is already finished is left as it is.
     """
     state = Pass.start(job, [], [], now, Settings())
+    kind = state.kind
     _ensure_created(state)
     if not conditions.is_finished(state.status):
         state.event(
-            "Warning", "TFJobFailedValidation", f"TFJob failed validation because {problems}"
+            "Warning",
+            state.framework.reason("FailedValidation"),
+            f"{kind} failed validation because {problems}",
         )
-        state.fail("InvalidTFJobSpec", f"TFJob {state.qualified_name} is invalid: {problems}")
+        state.fail(f"Invalid{kind}Spec", f"{kind} {state.qualified_name} is invalid: {problems}")
     return state.plan(original=job.status)
 
 
 def _ensure_created(state: Pass) -> None:
     if conditions.find(state.status, c.CREATED) is None:
-        state.condition(c.CREATED, "True", "TFJobCreated", f"TFJob {state.name} is created.")
+        state.condition(
+            c.CREATED,
+            "True",
+            state.framework.reason("Created"),
+            f"{state.kind} {state.name} is created.",
+        )
 
 
 def _finish(state: Pass) -> None:
@@ -142,26 +154,28 @@ def _suspend(state: Pass) -> None:
         rtype: msgspec.structs.replace(rs, active=0)
         for rtype, rs in state.status.replica_statuses.items()
     }
-    message = f"TFJob {state.name} is suspended."
+    message = f"{state.kind} {state.name} is suspended."
+    reason = state.framework.reason("Suspended")
     if conditions.is_true(state.status, c.RUNNING):
-        state.condition(c.RUNNING, "False", "TFJobSuspended", message)
+        state.condition(c.RUNNING, "False", reason, message)
     if not conditions.is_true(state.status, c.SUSPENDED):
-        state.condition(c.SUSPENDED, "True", "TFJobSuspended", message)
-        state.event("Normal", "TFJobSuspended", message)
+        state.condition(c.SUSPENDED, "True", reason, message)
+        state.event("Normal", reason, message)
 
 
 def _run(state: Pass) -> None:
     if conditions.is_true(state.status, c.SUSPENDED):
-        message = f"TFJob {state.name} is resumed."
-        state.condition(c.SUSPENDED, "False", "TFJobResumed", message)
-        state.event("Normal", "TFJobResumed", message)
+        message = f"{state.kind} {state.name} is resumed."
+        reason = state.framework.reason("Resumed")
+        state.condition(c.SUSPENDED, "False", reason, message)
+        state.event("Normal", reason, message)
         state.status.start_time = state.start_stamp
     _forget_gone_pods(state)
     if _past_limits(state):
         _finish(state)
         return
     _sync_groups(state)
-    for rtype in sorted(state.job.spec.tf_replica_specs):
+    for rtype in sorted(state.job.spec.replica_specs):
         _reconcile_pods(state, rtype)
         _reconcile_services(state, rtype)
     if state.status.start_time is None:
@@ -203,8 +217,9 @@ def _past_limits(state: Pass) -> bool:
         )
     else:
         return False
-    state.event("Normal", "TFJobFailed", message)
-    state.fail("TFJobFailed", message)
+    reason = state.framework.reason("Failed")
+    state.event("Normal", reason, message)
+    state.fail(reason, message)
     return True
 
 
@@ -221,7 +236,7 @@ def _failures(state: Pass) -> int:
         if _counted(state, pod):
             continue  # its failure (and in-place restarts) are in restart_count already
         total += podlib.restart_count(pod)
-        if pod.status.phase == "Failed" and podlib.restarts_pod(policy, podlib.exit_code(pod)):
+        if pod.status.phase == "Failed" and podlib.restarts_pod(policy, state.exit_code(pod)):
             total += 1
     return total
 
@@ -239,7 +254,7 @@ def _arm_deadline(state: Pass) -> None:
 
 def _reconcile_pods(state: Pass, rtype: str) -> None:
     """Create missing pods, restart failed ones by their restart policy, count them."""
-    spec = state.job.spec.tf_replica_specs[rtype]
+    spec = state.job.spec.replica_specs[rtype]
     replicas = spec.replicas or 0
     counts = ReplicaStatus()
     for index, group in enumerate(podlib.slots(podlib.pods_of_type(state.pods, rtype), replicas)):
@@ -261,11 +276,11 @@ def _reconcile_pods(state: Pass, rtype: str) -> None:
 
 
 def _reconcile_pod(state: Pass, rtype: str, index: int, pod: Pod, counts: ReplicaStatus) -> None:
-    spec = state.job.spec.tf_replica_specs[rtype]
+    spec = state.job.spec.replica_specs[rtype]
     terminating = podlib.is_terminating(pod)
     if index >= (spec.replicas or 0) and not terminating:
         state.actions.append(DeletePod(replica_type=rtype, name=pod.metadata.name))
-    code = podlib.exit_code(pod)
+    code = state.exit_code(pod)
     if code != c.EXIT_CODE_UNKNOWN:
         message = f"Pod: {pod.metadata.namespace}.{pod.metadata.name} exited with code {code}"
         state.event("Normal", "ExitedWithCode", message)
@@ -275,7 +290,7 @@ def _reconcile_pod(state: Pass, rtype: str, index: int, pod: Pod, counts: Replic
 
 
 def _handle_failed_pod(state: Pass, rtype: str, pod: Pod, code: int) -> None:
-    policy = state.job.spec.tf_replica_specs[rtype].restart_policy
+    policy = state.job.spec.replica_specs[rtype].restart_policy
     if podlib.restarts_pod(policy, code):
         state.actions.append(DeletePod(replica_type=rtype, name=pod.metadata.name))
         if _counted(state, pod):
@@ -284,15 +299,17 @@ def _handle_failed_pod(state: Pass, rtype: str, pod: Pod, code: int) -> None:
         state.status.counted_pods = [*state.status.counted_pods, pod.metadata.uid]
         state.status_first = True
         message = f"job {state.job.metadata.name} is restarting because {rtype} replica(s) failed."
-        state.event("Warning", "TFJobRestarting", message)
-        state.condition(c.RESTARTING, "True", "TFJobRestarting", message)
+        reason = state.framework.reason("Restarting")
+        state.event("Warning", reason, message)
+        state.condition(c.RESTARTING, "True", reason, message)
     elif policy == "ExitCode":
         message = (
             f'job "{state.job.metadata.name}" is failing because "{rtype}" replica(s) failed. '
-            f"{podlib.describe_exit(pod)}."
+            f"{state.describe_exit(pod)}."
         )
-        if state.fail("TFJobFailed", message):
-            state.event("Warning", "TFJobFailed", message)
+        reason = state.framework.reason("Failed")
+        if state.fail(reason, message):
+            state.event("Warning", reason, message)
 
 
 def _counted(state: Pass, pod: Pod) -> bool:
@@ -303,7 +320,7 @@ def _counted(state: Pass, pod: Pod) -> bool:
 
 def _reconcile_services(state: Pass, rtype: str) -> None:
     """One headless service per index; create the missing, delete the surplus."""
-    replicas = state.job.spec.tf_replica_specs[rtype].replicas or 0
+    replicas = state.job.spec.replica_specs[rtype].replicas or 0
     present: dict[int, str] = {}
     for service in state.services:
         labels = service.metadata.labels

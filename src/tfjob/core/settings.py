@@ -1,27 +1,6 @@
-"""Inputs to the core that come from the runtime rather than from the job."""
+"""The runtime's inputs to the core: `Settings` (defined with the frameworks, which
+read part of it, in `tfjob.frameworks.settings`; the runtimes import it from here)."""
 
-from __future__ import annotations
+from tfjob.frameworks.settings import Settings
 
-import msgspec
-
-
-class Settings(msgspec.Struct, frozen=True, kw_only=True):
-    """How the runtime wants pods addressed and decorated.
-
-    The core reads no environment: what upstream takes from the operator's environment
-    (CUSTOM_CLUSTER_DOMAIN) or from where it runs arrives here.
-    """
-
-    # Appended after ".svc" in TF_CONFIG addresses when set (e.g. "cluster.local").
-    cluster_domain: str = ""
-    # Local runtime: replica addresses chosen by the runtime, by lower-case replica
-    # type, in index order (e.g. {"worker": ["127.0.0.1:40123", ...]}). When set,
-    # TF_CONFIG uses these instead of service DNS names.
-    local_addresses: dict[str, list[str]] | None = None
-    # Whether every container must name an image. The local runtime runs commands,
-    # not images, so it turns this off; on Kubernetes an image is required.
-    require_image: bool = True
-    # Gang scheduling (tfjob.core.gang): the gang scheduler's name, "" for off.
-    # "default-scheduler" is native Kubernetes, "volcano" Volcano, "kube-batch"
-    # kube-batch, any other name a scheduler-plugins scheduler of that name.
-    gang_scheduler_name: str = ""
+__all__ = ["Settings"]

@@ -12,9 +12,10 @@ from typing import IO, Any
 import click
 
 from tfjob.api import admission
+from tfjob.api import constants as c
 from tfjob.api.errors import FieldError, InvalidJob
-from tfjob.api.load import load_jobs
 from tfjob.api.types import TFJob
+from tfjob.frameworks.load import load_jobs
 
 EXIT_BAD_INPUT = 2
 
@@ -37,9 +38,11 @@ def read_jobs(path: Path, *, require_image: bool) -> list[TFJob]:
         raise BadInput(f"cannot read {path}: {reason}") from None
     admission.cache_rule_parser()
     try:
-        return load_jobs(text, str(path), require_image=require_image)
+        # The commands run TFJobs only, for now: other kinds are refused by name.
+        jobs = load_jobs(text, str(path), require_image=require_image, kinds=(c.KIND,))
     except InvalidJob as error:
         raise BadInput(str(error)) from None
+    return [job for job in jobs if isinstance(job, TFJob)]
 
 
 def invalid(source: str, errors: list[FieldError]) -> BadInput:

@@ -9,10 +9,10 @@ import msgspec
 import yaml
 
 from tfjob.api import constants as c
-from tfjob.api.defaults import with_defaults
 from tfjob.api.types import TFJob
 from tfjob.core.objects import desired_objects
 from tfjob.core.settings import Settings
+from tfjob.frameworks.registry import with_defaults
 from tfjob.interfaces.job_files import read_jobs
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from tfjob.api.load import parse_documents
 from tfjob.api.types import TFJob
+from tfjob.frameworks.load import parse_documents
 from tfjob.interfaces.cluster import (
     EXIT_INTERRUPTED,
     Target,

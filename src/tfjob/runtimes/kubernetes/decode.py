@@ -283,11 +283,11 @@ def decode_tfjob(raw: bytes) -> CachedJob:
         pass
     # Only for a job the fast decoder refused; loading also reads YAML, which the
     # operator otherwise never imports (start-up time and memory).
-    from tfjob.api.load import decode_job
+    from tfjob.frameworks.load import decode_job
 
     document = msgspec.json.decode(raw)
     try:
-        return decode_job(document if isinstance(document, dict) else {})
+        return decode_job(document if isinstance(document, dict) else {}, TFJob)
     except InvalidJob as error:
         problems = "; ".join(str(e) for e in error.errors)
     return UndecodableJob(metadata=_lenient_meta(raw), status=_lenient_status(raw), error=problems)

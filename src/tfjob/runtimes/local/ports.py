@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import socket
 
-from tfjob.api.defaults import with_defaults
 from tfjob.api.names import replica_key
 from tfjob.api.types import TFJob
+from tfjob.frameworks.registry import with_defaults
 
 HOST = "127.0.0.1"
 

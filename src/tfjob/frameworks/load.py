@@ -1,24 +1,27 @@
-"""Turn YAML or JSON text into typed TFJobs, or one error listing every problem.
+"""Turn YAML or JSON text into typed jobs of any kind, or one error listing every problem.
 
-Parsing is pure: the caller reads the file. Every document is checked for kind and
-apiVersion, decoded into the typed model and validated, then checked as the API server
-admits a TFJob (tfjob.api.admission: the CRD's schema and CEL rules); nothing is
+Parsing is pure: the caller reads the file. Every document is checked for apiVersion
+and kind, decoded into its kind's model (`kind: TFJob` a TFJob, `kind: PyTorchJob` a
+PyTorchJob, ...) and validated by its framework, then checked as the API server admits
+it (for a TFJob, tfjob.api.admission: the CRD's schema and CEL rules); nothing is
 returned unless all documents are valid, so a runtime never starts half of a bad file.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import yaml
 
-from tfjob.api import admission
 from tfjob.api import constants as c
 from tfjob.api.errors import FieldError, InvalidJob
-from tfjob.api.types import ReplicaSpec, TFJob
-from tfjob.api.validation import validate
+from tfjob.api.types import Job, ReplicaSpec
+from tfjob.frameworks.framework import Framework
+from tfjob.frameworks.registry import FRAMEWORKS, framework_of
+
+J = TypeVar("J", bound=Job)
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -62,56 +65,75 @@ def parse_documents(text: str, source: str) -> list[dict[str, Any]]:
     return documents
 
 
-def load_jobs(text: str, source: str, *, require_image: bool = True) -> list[TFJob]:
-    """Every TFJob in `text`, decoded and validated; raises InvalidJob otherwise.
+def load_jobs(
+    text: str,
+    source: str,
+    *,
+    require_image: bool = True,
+    kinds: tuple[str, ...] | None = None,
+) -> list[Job]:
+    """Every job in `text`, decoded and validated; raises InvalidJob otherwise.
 
     `require_image` is False for the local runtime, which runs commands, not images.
+    `kinds` limits the kinds accepted (a caller that runs only TFJobs); None: all.
     """
     documents = parse_documents(text, source)
-    jobs: list[TFJob] = []
+    accepted = kinds if kinds is not None else tuple(FRAMEWORKS)
+    jobs: list[Job] = []
     errors: list[FieldError] = []
     for index, document in enumerate(documents):
         prefix = _doc_path(index, len(documents), "")
-        job, doc_errors = _admit(document, require_image=require_image)
+        job, doc_errors = _admit(document, accepted, require_image=require_image)
         if job is not None:
             jobs.append(job)
         errors += [FieldError(prefix + e.path, e.message, e.fix) for e in doc_errors]
     if errors:
-        raise InvalidJob(source, errors)
+        named = {str(d.get("kind")) for d in documents} & set(accepted)
+        raise InvalidJob(source, errors, kind=named.pop() if len(named) == 1 else accepted[0])
     return jobs
 
 
-def decode_job(document: dict[str, Any]) -> TFJob:
-    """Decode one already-parsed TFJob mapping (e.g. from the API server)."""
-    job, errors = _decode(document)
+def decode_job(document: dict[str, Any], job_type: type[J]) -> J:
+    """Decode one already-parsed mapping of the kind `job_type` models (e.g. from the
+    API server); raises InvalidJob naming every problem."""
+    framework: Framework[J] = next(f for f in FRAMEWORKS.values() if f.job_type is job_type)
+    job, errors = _decode(document, (framework.kind,))
     if job is None:
-        raise InvalidJob(str(document.get("metadata", {}).get("name", "TFJob")), errors)
+        name = document.get("metadata", {}).get("name", framework.kind)
+        raise InvalidJob(str(name), errors, kind=framework.kind)
+    assert isinstance(job, job_type)
     return job
 
 
 def _admit(
-    document: dict[str, Any], *, require_image: bool
-) -> tuple[TFJob | None, list[FieldError]]:
+    document: dict[str, Any], kinds: tuple[str, ...], *, require_image: bool
+) -> tuple[Job | None, list[FieldError]]:
     """Our own checks first (their messages are the most specific), then everything
     else the API server would refuse (the CRD's schema and rules, a superset)."""
-    job, errors = _decode(document)
+    job, errors = _decode(document, kinds)
     if job is not None:
-        errors = validate(job, require_image=require_image)
-    if errors and not _check_header(document):
+        errors = framework_of(job).validate(job, require_image=require_image)
+    framework = FRAMEWORKS.get(str(document.get("kind")))
+    if framework is None or _check_header(document, kinds):
+        pass
+    elif errors:
         # Add what only the schema sees (wrong types deep in a template, unknown
         # fields), not the rules' restatements of what we already said.
         seen = {e.path for e in errors}
-        extra = admission.check(document, require_image=require_image, rules=False)
+        extra = framework.admission(document, require_image=require_image, rules=False)
         errors += [e for e in extra if e.path not in seen]
-    elif not errors:
-        errors = admission.check(document, require_image=require_image)
+    else:
+        errors = framework.admission(document, require_image=require_image, rules=True)
     return (None, errors) if errors else (job, [])
 
 
-def _decode(document: dict[str, Any]) -> tuple[TFJob | None, list[FieldError]]:
-    errors = _check_header(document)
+def _decode(
+    document: dict[str, Any], kinds: tuple[str, ...]
+) -> tuple[Job | None, list[FieldError]]:
+    errors = _check_header(document, kinds)
     if errors:
         return None, errors
+    framework = FRAMEWORKS[document["kind"]]
     spec = document.get("spec")
     if isinstance(spec, dict):
         errors += [
@@ -123,18 +145,19 @@ def _decode(document: dict[str, Any]) -> tuple[TFJob | None, list[FieldError]]:
             for name in _MOVED_TO_RUN_POLICY
             if name in spec
         ]
-    specs = spec.get("tfReplicaSpecs") if isinstance(spec, dict) else None
+    field = framework.spec_field
+    specs = spec.get(field) if isinstance(spec, dict) else None
     if isinstance(specs, dict):
         # Convert each replica spec on its own: msgspec's error paths do not name map
         # keys, and one bad replica type must not hide the others' errors.
         errors += [
-            _from_msgspec(error, f"spec.tfReplicaSpecs[{key}]")
+            _from_msgspec(error, f"spec.{field}[{key}]")
             for key, error in _replica_errors(specs).items()
         ]
     if errors:
         return None, errors
     try:
-        job = msgspec.convert(document, TFJob)
+        job = msgspec.convert(document, framework.job_type)
     except msgspec.ValidationError as error:
         return None, [_from_msgspec(error)]
     return job, []
@@ -150,7 +173,7 @@ def _replica_errors(specs: dict[str, Any]) -> dict[str, msgspec.ValidationError]
     return found
 
 
-def _check_header(document: dict[str, Any]) -> list[FieldError]:
+def _check_header(document: dict[str, Any], kinds: tuple[str, ...]) -> list[FieldError]:
     errors = []
     if document.get("apiVersion") != c.API_VERSION:
         errors.append(
@@ -160,12 +183,15 @@ def _check_header(document: dict[str, Any]) -> list[FieldError]:
                 f"set apiVersion: {c.API_VERSION}",
             )
         )
-    if document.get("kind") != c.KIND:
+    if document.get("kind") not in kinds:
+        expected = repr(kinds[0]) if len(kinds) == 1 else f"one of {', '.join(map(repr, kinds))}"
         errors.append(
             FieldError(
                 "kind",
-                f"must be {c.KIND!r}, got {document.get('kind')!r}",
-                f"set kind: {c.KIND}",
+                f"must be {expected}, got {document.get('kind')!r}",
+                f"set kind: {kinds[0]}"
+                if len(kinds) == 1
+                else f"set kind to one of {', '.join(kinds)}",
             )
         )
     return errors

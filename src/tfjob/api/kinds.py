@@ -1,0 +1,54 @@
+"""What a kind of job declares about itself: the data half of its framework.
+
+Each kind of kubeflow.org/v1 job (TFJob, PyTorchJob, ...) is one framework
+(`tfjob.frameworks`), a subclass of `KindDeclaration` that sets these attributes and
+adds the kind's rules. The shared parts of the API (defaulting, validation, names)
+take the declaration as an argument, so they hold no kind's names themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tfjob.api import constants as c
+from tfjob.api.errors import FieldError
+
+
+class KindDeclaration:
+    """The names and defaults that differ between kinds."""
+
+    kind: str  # "TFJob"
+    plural: str  # "tfjobs"
+    group: str = c.GROUP
+    version: str = c.VERSION
+    spec_field: str  # the replica-specs field on the wire: "tfReplicaSpecs"
+    # Replica types in canonical case, in the order upstream evaluates status.
+    replica_types: tuple[str, ...]
+    # The types that, when the job has one, carry job-role=master and decide success;
+    # without one, Worker 0 carries the role and the Workers decide.
+    master_types: tuple[str, ...]
+    container_name: str  # the training container: env, default port, exit code
+    port_name: str
+    port: int
+    default_restart_policy: str
+    controller_name: str  # the training.kubeflow.org/operator-name label value
+    # The replica types an error message suggests, most common first.
+    example_types: tuple[str, ...]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def reason(self, what: str) -> str:
+        """An event or condition reason with the kind's name: `TFJobRunning`."""
+        return f"{self.kind}{what}"
+
+    def canonical_type(self, key: str) -> str | None:
+        """The canonical spelling of a replica-type key, or None for an unknown type."""
+        lowered = key.lower()
+        return next((t for t in self.replica_types if t.lower() == lowered), None)
+
+    def check_types(self, by_type: dict[str, list[str]]) -> Iterator[FieldError]:
+        """The kind's rules on which replica types a job has (`by_type`: the spec's
+        keys by canonical type), checked with the shared rules on the keys."""
+        yield from ()

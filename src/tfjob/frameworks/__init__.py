@@ -1,0 +1,1 @@
+"""The kinds of job tfjob runs, one framework per kind (see framework.py)."""

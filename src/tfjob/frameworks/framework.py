@@ -1,0 +1,123 @@
+"""The seam between what every kind of job shares and what one kind declares.
+
+A framework is one kind of kubeflow.org/v1 job (TFJob, PyTorchJob, ...): a subclass of
+`Framework` in one file of this package that sets the kind's names and defaults (the
+`KindDeclaration` attributes) and overrides the hooks below for what only that kind
+does. Everything else (restarts, backoff, deadlines, TTL, cleanup, suspend, managedBy,
+gang scheduling, conditions, events) is the core's, shared by every kind; the core
+asks `framework_of(job)` for the kind's part and never tests a kind's name.
+
+Every hook is pure: data in, data out, no clock, environment or file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from tfjob.api import constants as c
+from tfjob.api.defaults import default_replica_specs, default_run_policy
+from tfjob.api.errors import FieldError
+from tfjob.api.kinds import KindDeclaration
+from tfjob.api.observed import Pod
+from tfjob.api.types import Job, ReplicaStatus
+from tfjob.api.validation import check_job, check_replica_specs
+from tfjob.frameworks.settings import Settings
+
+J = TypeVar("J", bound=Job)
+
+#: One environment variable, in the wire shape of a container's `env` entry.
+EnvVar = dict[str, Any]
+
+
+class PodEnv:
+    """The env a kind gives each replica of one defaulted job.
+
+    Built once per job and asked once per pod, so work every pod shares (TF_CONFIG's
+    cluster, encoded once) is done once.
+    """
+
+    def for_replica(self, replica_type: str, index: int) -> list[EnvVar]:
+        """The variables appended to the pod's containers, in order."""
+        return []
+
+
+class Framework(KindDeclaration, Generic[J]):
+    """One kind: its declaration and its rules. Subclasses set the declaration's
+    attributes and `job_type`, and override the hooks they need."""
+
+    job_type: type[J]
+    # Whether the kind's env goes to every container of a pod (upstream's PyTorchJob
+    # and most kinds) or only to the training container (TFJob's TF_CONFIG).
+    env_on_every_container: bool = False
+
+    # --- the job as the core sees it ------------------------------------------------
+
+    def with_defaults(self, job: J) -> J:
+        """A copy of `job` with every upstream default applied, in upstream's order:
+        cleanPodPolicy, replica-type case, replicas, restartPolicy, the default port,
+        then the kind's own (`default_spec`)."""
+        spec = msgspec.structs.replace(
+            job.spec,
+            run_policy=default_run_policy(job.spec.run_policy),
+            **{job.spec.REPLICA_SPECS: default_replica_specs(job.spec.replica_specs, self)},
+        )
+        spec = self.default_spec(spec)
+        return msgspec.structs.replace(job, spec=spec)
+
+    def default_spec(self, spec: Any) -> Any:
+        """Hook: the kind's defaults on a spec whose shared defaults are applied."""
+        return spec
+
+    def validate(self, job: J, *, require_image: bool = True) -> list[FieldError]:
+        """All problems in `job` as stored (before defaulting); empty: it can run."""
+        return [
+            *check_job(job, self),
+            *self.check_spec(job),
+            *check_replica_specs(job, self, require_image=require_image),
+        ]
+
+    def check_spec(self, job: J) -> Iterator[FieldError]:
+        """Hook: the kind's checks of its own spec fields."""
+        yield from ()
+
+    def admission(
+        self, document: dict[str, Any], *, require_image: bool, rules: bool
+    ) -> list[FieldError]:
+        """Hook: what the API server's CRD schema (and, with `rules`, its CEL rules)
+        would refuse in `document`; nothing when the kind has no schema here."""
+        return []
+
+    # --- pods -----------------------------------------------------------------------
+
+    def pod_env(self, job: J, settings: Settings) -> PodEnv:
+        """Hook: the env of every replica of a defaulted job."""
+        return PodEnv()
+
+    def decorate_pod_spec(
+        self, job: J, replica_type: str, index: int, settings: Settings, pod_spec: dict[str, Any]
+    ) -> None:
+        """Hook: add the kind's extra pod parts (e.g. an init container) in place."""
+
+    def has_master(self, job: J) -> bool:
+        """Whether the job has one of the kind's master types (Chief, Master, ...)."""
+        return any(t in self.master_types for t in job.spec.replica_specs)
+
+    def is_master_role(self, job: J, replica_type: str, index: int) -> bool:
+        """The pod labelled job-role=master: the master type's, else Worker 0."""
+        if self.has_master(job):
+            return replica_type in self.master_types
+        return replica_type == c.WORKER and index == 0
+
+    # --- status ---------------------------------------------------------------------
+
+    def workers_succeeded(self, job: J, counts: ReplicaStatus, pods: Sequence[Pod]) -> bool:
+        """Hook: without a master, whether the Workers' counts and pods mean success.
+        By default: every Worker succeeded."""
+        return (job.spec.replica_specs[c.WORKER].replicas or 0) - counts.succeeded == 0
+
+    def tolerates_failure(self, job: J, replica_type: str) -> bool:
+        """Hook: whether a failed replica of this type leaves the job running."""
+        return False

@@ -1,0 +1,32 @@
+"""Inputs to the core and the frameworks that come from the runtime, not from the job."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """How the runtime wants pods addressed and decorated.
+
+    The core reads no environment: what upstream takes from the operator's environment
+    (CUSTOM_CLUSTER_DOMAIN) or from where it runs arrives here.
+    """
+
+    # Appended after ".svc" in TF_CONFIG addresses when set (e.g. "cluster.local").
+    cluster_domain: str = ""
+    # Local runtime: replica addresses chosen by the runtime, by lower-case replica
+    # type, in index order (e.g. {"worker": ["127.0.0.1:40123", ...]}). When set,
+    # TF_CONFIG uses these instead of service DNS names.
+    local_addresses: dict[str, list[str]] | None = None
+    # Whether every container must name an image. The local runtime runs commands,
+    # not images, so it turns this off; on Kubernetes an image is required.
+    require_image: bool = True
+    # Gang scheduling (tfjob.core.gang): the gang scheduler's name, "" for off.
+    # "default-scheduler" is native Kubernetes, "volcano" Volcano, "kube-batch"
+    # kube-batch, any other name a scheduler-plugins scheduler of that name.
+    gang_scheduler_name: str = ""
+    # PyTorchJob: the `init-pytorch` container that holds a Worker until its Master's
+    # name resolves (upstream's --pytorch-init-container-image and
+    # --pytorch-init-container-max-tries, with their defaults).
+    pytorch_init_container_image: str = "alpine:3.10"
+    pytorch_init_container_max_tries: int = 100
