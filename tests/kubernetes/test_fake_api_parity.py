@@ -91,7 +91,9 @@ def _pod(name: str = "", generate: str = "", **labels: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": metadata,
-        "spec": {"containers": [container()]},
+        # No scheduler of the session (another test may have started one) binds it:
+        # the real server's pods must change only by the script's own requests.
+        "spec": {"schedulerName": "parity-nobody", "containers": [container()]},
     }
 
 

@@ -26,7 +26,7 @@ from testkit.controlplane import REPO_ROOT, ControlPlane, apply_documents, load_
 from testkit.helpers import IMAGE, wait_for
 from testkit.operators import Jobs, Operators
 
-CRDS = REPO_ROOT / "tests" / "support" / "crds"
+CRDS = REPO_ROOT / "testkit" / "crds"
 UNFIT_WAIT = 2.0  # seconds a gang is left unschedulable before the test checks it
 
 
