@@ -81,7 +81,7 @@ from testkit.controlplane import (
 from testkit.kubelet import FakeKubelet
 from testkit.operators import Jobs, Operators, RunningOperator
 
-GANG_CRDS = Path(__file__).resolve().parents[2] / "tests" / "support" / "crds"
+GANG_CRDS = Path(__file__).resolve().parents[2] / "testkit" / "crds"
 _ASSETS = pytest.StashKey[Assets | ControlPlaneUnavailable]()
 _PLANE = pytest.StashKey[ControlPlane]()
 _CLUSTER = pytest.StashKey[Cluster]()
