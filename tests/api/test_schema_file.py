@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from tfjob.api import admission
+from tfjob.api import schema_rules
 
 CRD = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crd.yaml"
 
@@ -14,11 +14,11 @@ CRD = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crd.yaml"
 def test_the_package_ships_the_crds_schema() -> None:
     crd = yaml.safe_load(CRD.read_text())
     [version] = crd["spec"]["versions"]
-    assert admission.schema_document() == version["schema"]["openAPIV3Schema"]
+    assert schema_rules.schema_document() == version["schema"]["openAPIV3Schema"]
 
 
 def test_replica_templates_carry_the_pod_template_schema() -> None:
-    replica = admission.schema_document()["properties"]["spec"]["properties"]["tfReplicaSpecs"]
+    replica = schema_rules.schema_document()["properties"]["spec"]["properties"]["tfReplicaSpecs"]
     template = replica["additionalProperties"]["properties"]["template"]
     containers = template["properties"]["spec"]["properties"]["containers"]
     assert containers["x-kubernetes-list-type"] == "map"

@@ -3,7 +3,7 @@
 Parsing is pure: the caller reads the file. Every document is checked for apiVersion
 and kind, decoded into its kind's model (`kind: TFJob` a TFJob, `kind: PyTorchJob` a
 PyTorchJob, ...) and validated by its framework, then checked as the API server admits
-it (for a TFJob, tfjob.api.admission: the CRD's schema and CEL rules); nothing is
+it (for a TFJob, tfjob.api.schema_rules: the CRD's schema and CEL rules); nothing is
 returned unless all documents are valid, so a runtime never starts half of a bad file.
 """
 

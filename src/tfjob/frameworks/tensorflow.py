@@ -8,7 +8,7 @@
 - Without a Chief/Master the job succeeds when every Worker did, or (successPolicy
   "", the default) when Worker 0 exited 0; with enableDynamicWorker a failed Worker
   does not fail the job.
-- Admission: the TFJob CRD's schema and CEL rules (tfjob.api.admission).
+- Admission: the TFJob CRD's schema and CEL rules (tfjob.api.schema_rules).
 
 The model (`TFJob`) and its constants predate the other kinds and stay in
 `tfjob.api.types` and `tfjob.api.constants`, where the runtimes read them.
@@ -27,8 +27,8 @@ from typing import Any
 
 import msgspec
 
-from tfjob.api import admission
 from tfjob.api import constants as c
+from tfjob.api import schema_rules
 from tfjob.api.containers import tensorflow_container
 from tfjob.api.errors import FieldError
 from tfjob.api.names import object_name, replica_key
@@ -76,7 +76,7 @@ class TensorFlow(Framework[TFJob]):
     def admission(
         self, document: dict[str, Any], *, require_image: bool, rules: bool
     ) -> list[FieldError]:
-        return admission.check(document, require_image=require_image, rules=rules)
+        return schema_rules.check(document, require_image=require_image, rules=rules)
 
     def pod_env(self, job: TFJob, settings: Settings) -> PodEnv:
         return _TFConfigEnv(TFConfigs(job, settings))

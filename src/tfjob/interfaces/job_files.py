@@ -11,8 +11,8 @@ from typing import IO, Any
 
 import click
 
-from tfjob.api import admission
 from tfjob.api import constants as c
+from tfjob.api import schema_rules
 from tfjob.api.errors import FieldError, InvalidJob
 from tfjob.api.types import TFJob
 from tfjob.frameworks.load import load_jobs
@@ -36,7 +36,7 @@ def read_jobs(path: Path, *, require_image: bool) -> list[TFJob]:
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) else "not a text file"
         raise BadInput(f"cannot read {path}: {reason}") from None
-    admission.cache_rule_parser()
+    schema_rules.cache_rule_parser()
     try:
         # The commands run TFJobs only, for now: other kinds are refused by name.
         jobs = load_jobs(text, str(path), require_image=require_image, kinds=(c.KIND,))

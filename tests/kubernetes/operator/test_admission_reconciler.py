@@ -31,8 +31,8 @@ from tfjob.api.errors import PermanentError
 from tfjob.api.types import JobStatus
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes import reconciler as reconciler_module
-from tfjob.runtimes.kubernetes.admission import DryRun
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.dry_run import DryRun
 from tfjob.runtimes.kubernetes.reconciler import Reconciler
 from tfjob.runtimes.kubernetes.resources import TFJOBS
 

@@ -40,7 +40,7 @@ from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.consistency import JobCaches
 from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_PROTO_CODEC, SERVICE_CODEC
 from tfjob.runtimes.kubernetes.events import EventRecorder
-from tfjob.runtimes.kubernetes.gang import GangGroups, GangUnavailable
+from tfjob.runtimes.kubernetes.gang_groups import GangGroups, GangUnavailable
 from tfjob.runtimes.kubernetes.handlers import Wiring
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.leader import LeaderConfig, LeaderElector, LeadershipLost

@@ -6,7 +6,7 @@ that keeps the cluster consistent, and hands the caches what it wrote:
 - nothing is done for a job whose view is held (the caches lag our own writes), or
   that is being deleted;
 - a job whose spec the core cannot read, or whose first pods the API server refuses
-  in a dry run (admission.py), is marked Failed instead of being retried forever;
+  in a dry run (dry_run.py), is marked Failed instead of being retried forever;
 - the status is written once, where the plan needs it (`_steps`): before the actions
   when it records what they destroy (`status_first`: a restart counted from a pod the
   actions delete), before deleting the job (its last word), otherwise after them (a
@@ -45,12 +45,12 @@ from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
 from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
-from tfjob.runtimes.kubernetes.admission import DryRun
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
 from tfjob.runtimes.kubernetes.consistency import Held, JobCaches, JobView
 from tfjob.runtimes.kubernetes.decode import UndecodableJob, resource_version_of
+from tfjob.runtimes.kubernetes.dry_run import DryRun
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
-from tfjob.runtimes.kubernetes.gang import GangGroups
+from tfjob.runtimes.kubernetes.gang_groups import GangGroups
 from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
 from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
@@ -327,7 +327,7 @@ class Reconciler:
     async def _admission_refusal(
         self, job: TFJob, has_pods: bool, plan: Plan, pods: PodRenderer
     ) -> str | None:
-        """The API server's refusal of this job's first pods (admission.py), if any."""
+        """The API server's refusal of this job's first pods (dry_run.py), if any."""
         uid = job.metadata.uid
         if not self._dry_run.needed(uid, has_pods, plan.actions):
             return None
