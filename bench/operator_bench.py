@@ -27,7 +27,7 @@ With --client-costs it first shows why the client is built as it is: decoding a
 CPU of one create through httpx (lightkube's transport) vs aiohttp (ours).
 
 Run: python bench/operator_bench.py [--jobs 200] [--memory-jobs 2000] [--skip-memory]
-     [--client-costs] [--profile operator.prof]
+     [--client-costs] [--profile operator.prof] [--operator-src ../before/src]
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script): compare the ratio, not the seconds.
 """
@@ -114,6 +114,7 @@ class Operator:
     """`tfjob operator` as a subprocess, with its RSS sampled in the background."""
 
     profile: Path | None = None  # --profile: run the (first) operator under cProfile
+    src: str | None = None  # --operator-src: the operator from another tree's src/
 
     def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
         self.log = log
@@ -140,8 +141,9 @@ class Operator:
             "--workers",
             str(WORKERS),
         ]
+        env = {**os.environ, "PYTHONPATH": Operator.src} if Operator.src else None
         with log.open("ab") as out:
-            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.peak_rss = 0
         self._ps = psutil.Process(self.process.pid)
 
@@ -789,7 +791,7 @@ async def main(args: argparse.Namespace) -> None:
 
     from results import record  # bench/ is the script's folder, first on sys.path
 
-    record("operator_bench", figures)
+    record("operator_bench-baseline" if args.operator_src else "operator_bench", figures)
 
 
 if __name__ == "__main__":
@@ -802,6 +804,12 @@ if __name__ == "__main__":
         "--client-costs", action="store_true", help="also measure decoding and per-request CPU"
     )
     parser.add_argument("--profile", type=Path, help="cProfile output of the operator")
+    parser.add_argument(
+        "--operator-src",
+        help="run the operator from another tree's src/ (a before/after baseline; its "
+        "results are recorded as operator_bench-baseline)",
+    )
     arguments = parser.parse_args()
     Operator.profile = arguments.profile
+    Operator.src = arguments.operator_src
     asyncio.run(main(arguments))
