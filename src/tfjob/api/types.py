@@ -107,10 +107,8 @@ class JobStatus(Wire):
     # every restart and survives operator restarts (upstream #2342, #1589).
     restart_count: int = 0
     # tfjob extension: UIDs of the failed pods already counted in `restart_count`
-    # whose replacement is under way. A failure is counted in the same status write
-    # that records its pod here, so a retried DELETE, a conflict or an operator crash
-    # between the status write and the delete cannot count it again. A UID leaves the
-    # list once its pod is gone (at most one per replica).
+    # whose replacement is under way; a UID leaves once its pod is gone. Why it makes
+    # each failure count once: docs/consistency.md.
     counted_pods: list[str] = []
 
 
