@@ -160,9 +160,7 @@ class _Kubeconfig:
         self.files = tuple(one for one in files if one.exists())
         self.named = os.pathsep.join(str(one) for one in files)
         self.entries: dict[str, dict[str, tuple[dict[str, Any], Path]]] = {
-            "clusters": {},
-            "users": {},
-            "contexts": {},
+            kind: {} for kind in ("clusters", "users", "contexts")
         }
         self.current = ""
         for file in self.files:
@@ -213,6 +211,7 @@ class _Kubeconfig:
         authorization = _token(user) or _basic(user) or _auth_provider(user)
         answer: ExecAnswer | None = None
         if user.body.get("exec") is not None and authorization is None:
+            # The cluster is described to the plugin only if its stanza asks.
             answer = _exec(user, exec_answer, lambda: _cluster_info(cluster, server, ca))
             authorization = f"Bearer {answer.token}" if answer.token else None
             if answer.certificate is not None:
@@ -284,8 +283,9 @@ class _Section:
         path = self.string(field)
         if not path:
             return None
-        self.files.append(_resolve(path, self.file))
-        return _read_text(self.files[-1], f"{self.where}.{field} in {self.file}")
+        resolved = _resolve(path, self.file)
+        self.files.append(resolved)
+        return _read_text(resolved, f"{self.where}.{field} in {self.file}")
 
     def pem(self, field: str) -> str | None:
         """`<field>-data` (base64 of PEM; PEM itself is taken too), else the file `field` names."""
