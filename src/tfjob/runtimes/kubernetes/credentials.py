@@ -70,8 +70,7 @@ class Credentials:
 
     async def auth(self) -> Auth:
         """The Auth for a request, read again first if a file changed or an exec
-        credential is about to expire. A reading that fails then keeps the last
-        credentials (a 401 then reads again and says why)."""
+        credential is about to expire; if that fails, the last (a 401 will say why)."""
         if self._expiring() or self._files_changed():
             current = self._auth
             async with self._reloading:
@@ -84,10 +83,8 @@ class Credentials:
 
     async def refresh(self) -> bool:
         """After a 401: read everything again, the exec plugin too; True if the
-        credentials changed (worth a retry).
-
-        The 401s of requests in flight together share one reading, and a 401 soon after
-        a reading that changed nothing starts no other (its request fails)."""
+        credentials changed (worth a retry). 401s in flight together share one reading;
+        one soon after a reading that changed nothing starts none (its request fails)."""
         current = self._auth
         async with self._reloading:
             if self._auth is not current:  # read again for another request meanwhile
