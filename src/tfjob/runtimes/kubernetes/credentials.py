@@ -1,21 +1,12 @@
 """Who the operator is to the API server, kept current while it runs.
 
-`kubeconfig.py` reads the kubeconfig or the service account; this module turns a
-reading into what each request carries (`Auth`: the Authorization header, and the TLS
-context that presents the client certificate) and reads again, in this process, when
-the credentials may have changed:
-
-- a file they were read from (kubeconfig, client certificate or key, CA, token file,
-  the service account's token) changed on disk: looked at (a stat) at most every
-  FILE_CHECK seconds, on the next request;
-- an exec plugin's credential is about to expire (`expirationTimestamp`): the plugin
-  runs again shortly before, on the next request;
-- the API server answered 401: everything is read again and the exec plugin runs again.
-
-A reading that changes anything makes a new `Auth`, with a new `ssl.SSLContext` when
-there is a client certificate: the client passes it with each request, so the
-connections made from then on present the new certificate (aiohttp pools connections
-per context; the old ones close when idle).
+`kubeconfig.py` reads the credentials; this module turns a reading into what each
+request carries (`Auth`: the Authorization header, and a TLS context presenting the
+client certificate) and reads again, in this process, when they may have changed:
+a file they came from changed (a stat at most every FILE_CHECK seconds), an exec
+credential is about to expire, or the API server answered 401 (the exec plugin then
+runs again too). A new `Auth` brings a new `ssl.SSLContext`, so connections made from
+then on present the new certificate (aiohttp pools connections per context).
 """
 
 from __future__ import annotations
@@ -26,6 +17,7 @@ import ssl
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 
 from tfjob.runtimes.kubernetes import kubeconfig
@@ -45,6 +37,8 @@ EXPIRY_AHEAD = 10.0  # seconds before an exec credential expires that it is rene
 EXEC_MIN_LIFE = 1.0  # seconds an exec credential is used at least, however short it says it lives
 
 Signature = tuple[int, int, int] | None  # a file's (inode, size, mtime), None: missing
+# What a request carries from a reading: a change makes a new Auth.
+_carried = attrgetter("authorization", "certificate", "key", "ca", "verify", "tls_server_name")
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,23 +62,20 @@ class Credentials:
     """The current `Auth`, read again as the module docstring says."""
 
     def __init__(self, source: Source, found: Found) -> None:
-        self._source = source
+        self._source, self._found, self._auth = source, found, _auth(found)
         self._reloading = asyncio.Lock()
         self._reloaded_at = -RELOAD_SPACING
-        self._found = found
-        self._auth = _auth(found)
         self._signatures = _signatures(found.files)
         self._checked_at = time.monotonic()
 
     async def auth(self) -> Auth:
         """The Auth for a request, read again first if a file changed or an exec
-        credential is about to expire. A reading that fails then keeps the last
-        credentials (a 401 then reads again and says why)."""
+        credential is about to expire; if that fails, the last (a 401 will say why)."""
         if self._expiring() or self._files_changed():
             current = self._auth
             async with self._reloading:
                 if self._auth is current and (self._expiring() or self._files_changed(now=True)):
-                    await self._reload(rerun_exec=False, quiet=True)
+                    await self._reload(after_401=False)
         return self._auth
 
     async def header(self) -> str | None:
@@ -92,17 +83,15 @@ class Credentials:
 
     async def refresh(self) -> bool:
         """After a 401: read everything again, the exec plugin too; True if the
-        credentials changed (worth a retry).
-
-        The 401s of requests in flight together share one reading, and a 401 soon after
-        a reading that changed nothing starts no other (its request fails)."""
+        credentials changed (worth a retry). 401s in flight together share one reading;
+        one soon after a reading that changed nothing starts none (its request fails)."""
         current = self._auth
         async with self._reloading:
             if self._auth is not current:  # read again for another request meanwhile
                 return True
             if time.monotonic() - self._reloaded_at < RELOAD_SPACING:
                 return False
-            await self._reload(rerun_exec=True, quiet=False)
+            await self._reload(after_401=True)
         return self._auth is not current
 
     def _expiring(self) -> bool:
@@ -115,14 +104,15 @@ class Credentials:
         self._checked_at = time.monotonic()
         return _signatures(self._found.files) != self._signatures
 
-    async def _reload(self, *, rerun_exec: bool, quiet: bool) -> None:
+    async def _reload(self, *, after_401: bool) -> None:
         """Read again (in a thread: an exec plugin may take a while); a new Auth if
-        anything a request carries changed. Not `quiet`: a failure raises."""
+        anything a request carries changed. After a 401 the exec plugin runs again and
+        a failure raises; otherwise a failure keeps the last credentials."""
         last = self._found.exec_answer
-        reuse: ExecAnswer | None = None if rerun_exec or self._expiring() else last
+        reuse = None if after_401 or self._expiring() else last
         # Taken before reading: a change made while reading shows at the next look.
         before = _signatures(self._found.files)
-        if not quiet:
+        if after_401:
             self._reloaded_at = time.monotonic()
         try:
             found = await asyncio.to_thread(kubeconfig.read, self._source, reuse)
@@ -130,18 +120,18 @@ class Credentials:
         except CredentialsError:
             self._signatures = before
             if last is not None and self._expiring():
-                # Keep the credential a little longer rather than run a failing plugin
-                # on every request.
-                self._found = _postponed(self._found, last)
-            if quiet:
-                return
-            raise
+                # Renewed RELOAD_SPACING from now at the earliest, rather than a failing
+                # plugin run on every request.
+                later = replace(last, obtained=time.time() + RELOAD_SPACING - EXEC_MIN_LIFE)
+                self._found = replace(self._found, exec_answer=later)
+            if after_401:
+                raise
+            return
         known = dict(zip(self._found.files, before, strict=True))
         self._signatures = tuple(
             known[one] if one in known else _signature(one) for one in found.files
         )
-        self._found = found
-        self._auth = auth
+        self._found, self._auth = found, auth
 
 
 def connection(
@@ -172,31 +162,10 @@ def _renew_at(answer: ExecAnswer) -> float:
     return max(answer.expires - ahead, answer.obtained + EXEC_MIN_LIFE)
 
 
-def _postponed(found: Found, answer: ExecAnswer) -> Found:
-    """`found` with its exec credential renewed RELOAD_SPACING from now at the earliest."""
-    later = replace(answer, obtained=time.time() + RELOAD_SPACING - EXEC_MIN_LIFE)
-    return replace(found, exec_answer=later)
-
-
-def _carried(found: Found) -> tuple[object, ...]:
-    """What a request carries from a reading: a change makes a new Auth."""
-    return (
-        found.authorization,
-        found.certificate,
-        found.key,
-        found.ca,
-        found.verify,
-        found.tls_server_name,
-    )
-
-
 def _auth(found: Found) -> Auth:
     headers = {"Authorization": found.authorization} if found.authorization else {}
-    tls: ssl.SSLContext | bool = True
-    if found.server.startswith("https") and (
-        found.ca or found.certificate or not found.verify or found.tls_server_name
-    ):
-        tls = _tls(found)
+    custom = found.ca or found.certificate or not found.verify or found.tls_server_name
+    tls = _tls(found) if found.server.startswith("https") and custom else True
     return Auth(found.authorization, tls, found.tls_server_name, headers)
 
 
