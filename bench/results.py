@@ -5,7 +5,8 @@ dict, written to `bench/results/<bench>-<short commit>.json` together with what 
 were measured on - the commit (`git rev-parse HEAD`), whether the tree had changes
 not committed (`dirty`; files under bench/results/ do not count), the date, the
 machine (cores, load average) and the command line arguments. A later run on the same
-commit replaces the file.
+commit adds its figures to the file (a figure of the same name is replaced), and its
+date, machine and arguments are kept beside the earlier runs' in `runs`.
 
 `python bench/results.py [BENCH ...]` prints the newest result of each bench (or of
 those named) as a Markdown table: the figures the docs quote come from there.
@@ -60,6 +61,12 @@ def record(bench: str, figures: Mapping[str, Any]) -> Path:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{bench}-{commit[:12]}.json"
+    if path.exists():  # another run of this commit: keep its figures too
+        earlier = json.loads(path.read_text())
+        result["figures"] = {**earlier["figures"], **result["figures"]}
+        runs = earlier.get("runs") or [{k: earlier[k] for k in ("date", "machine", "argv")}]
+        result["runs"] = [*runs, {k: result[k] for k in ("date", "machine", "argv")}]
+        result["dirty"] = earlier["dirty"] or dirty
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"results written to {path.relative_to(ROOT)}")
     return path
