@@ -1,15 +1,18 @@
-"""The PyTorchJob CRD on a real API server: it installs, stores a valid job, and
-scales the Worker replicas through the scale subresource."""
+"""The PyTorchJob CRD on a real API server: it installs, stores a valid job, refuses
+the malformed corpus (tests/fixtures/malformed-pytorch) exactly as `tfjob run`'s
+loader does, and scales the Worker replicas through the scale subresource."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from testkit.controlplane import ControlPlane
+from testkit.corpus import PYTORCH_CORPUS, cases
 from tfjob.api.errors import InvalidJob
 from tfjob.frameworks.load import load_jobs
 
@@ -101,6 +104,30 @@ def test_a_valid_pytorchjob_is_stored_and_listed(
         "ddp",
         "elastic",
     }
+
+
+def test_every_malformed_pytorchjob_is_refused_by_the_api_server_and_by_tfjob_run(
+    control_plane: ControlPlane, pytorchjob_crd_installed: None, namespace: str, tmp_path: Path
+) -> None:
+    """Same verdict per file on both sides, each naming the field; a valid job beside
+    them is accepted by both (so the comparison can fail either way)."""
+    valid = tmp_path / "valid.yaml"
+    valid.write_text(yaml.safe_dump(pytorchjob("fine", {"Master": 1, "Worker": 3})))
+    files = [(case.path, case.field, case.id) for case in cases(PYTORCH_CORPUS)]
+    problems = []
+    for path, field, ident in [*files, (valid, "", "valid")]:
+        cluster = kubectl(control_plane, namespace, "create", "--dry-run=server", "-f", str(path))
+        refused_by_cluster = cluster.returncode != 0
+        report = local_refusal(path.read_text(), str(path))
+        if refused_by_cluster != (report is not None):
+            problems.append(
+                f"{ident}: API server refused={refused_by_cluster} ({cluster.stderr.strip()}),"
+                f" tfjob run refused={report is not None} ({report})"
+            )
+        elif refused_by_cluster and (field not in cluster.stderr or field not in str(report)):
+            problems.append(f"{ident}: {field!r} not named: {cluster.stderr} / {report}")
+    assert not problems, "\n".join(problems)
+    assert len(files) >= 12
 
 
 def test_kubectl_scale_changes_the_worker_replicas(
