@@ -1,6 +1,7 @@
-"""The corpus of malformed TFJobs (tests/fixtures/malformed/<category>/<nn>-<slug>.yaml).
+"""The corpora of malformed jobs: TFJobs in tests/fixtures/malformed/, PyTorchJobs in
+tests/fixtures/malformed-pytorch/, each as <category>/<nn>-<slug>.yaml.
 
-Each file holds one TFJob that a cluster must refuse, and starts with two comment
+Each file holds one job that a cluster must refuse, and starts with two comment
 lines: what is wrong with it, and `# field: <name>`, a word every error report about
 it must contain (the field's name), on both runtimes.
 """
@@ -10,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "malformed"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+CORPUS = FIXTURES / "malformed"
+PYTORCH_CORPUS = FIXTURES / "malformed-pytorch"
 
 
 @dataclass(frozen=True)
@@ -25,9 +28,9 @@ class Case:
         return f"{self.category}/{self.path.stem}"
 
 
-def cases() -> list[Case]:
+def cases(corpus: Path = CORPUS) -> list[Case]:
     found = []
-    for path in sorted(CORPUS.glob("*/*.yaml")):
+    for path in sorted(corpus.glob("*/*.yaml")):
         lines = path.read_text().splitlines()
         what = lines[0].removeprefix("# ")
         field = lines[1].removeprefix("# field: ")

@@ -1,20 +1,28 @@
-"""The schema `tfjob run` validates with is the one the CRD installs."""
+"""The schemas `tfjob run` validates with are the ones the CRDs install."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tfjob.api import schema_rules
 
-CRD = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crd.yaml"
+BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
 
 
-def test_the_package_ships_the_crds_schema() -> None:
-    crd = yaml.safe_load(CRD.read_text())
+@pytest.mark.parametrize(
+    ("crd_file", "schema_file"),
+    [
+        ("crd.yaml", schema_rules.TFJOB_SCHEMA),
+        ("pytorchjob-crd.yaml", schema_rules.PYTORCHJOB_SCHEMA),
+    ],
+)
+def test_the_package_ships_the_crds_schema(crd_file: str, schema_file: str) -> None:
+    crd = yaml.safe_load((BASE / crd_file).read_text())
     [version] = crd["spec"]["versions"]
-    assert schema_rules.schema_document() == version["schema"]["openAPIV3Schema"]
+    assert schema_rules.schema_document(schema_file) == version["schema"]["openAPIV3Schema"]
 
 
 def test_replica_templates_carry_the_pod_template_schema() -> None:

@@ -19,6 +19,8 @@ gets a fresh namespace for isolation. Contracts, for test writers:
 - ``kubelet`` (session): a ``FakeKubelet`` (testkit/kubelet.py).
 - ``crd_installed`` (session): manifests/base/crd.yaml applied and Established; its
   value is the lightkube generic resource class for TFJob (``.Status`` included).
+- ``pytorchjob_crd_installed`` (session): manifests/base/pytorchjob-crd.yaml applied
+  and Established.
 - ``rbac_installed`` (session): the namespace, ServiceAccount and RBAC from
   manifests/base applied.
 - ``cluster`` (session): a started ``Cluster`` (testkit/cluster.py): the control
@@ -232,6 +234,14 @@ def crd_installed(kube: Client) -> Any:
     apply_documents(kube, load_manifest(MANIFESTS_BASE / "crd.yaml"))
     _wait_established(kube, "tfjobs.kubeflow.org")
     return tfjob_resource()
+
+
+@pytest.fixture(scope="session")
+def pytorchjob_crd_installed(kube: Client) -> None:
+    """The PyTorchJob CRD from manifests/base/pytorchjob-crd.yaml, applied and
+    Established."""
+    apply_documents(kube, load_manifest(MANIFESTS_BASE / "pytorchjob-crd.yaml"))
+    _wait_established(kube, "pytorchjobs.kubeflow.org")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The CRD is generated from the API server the tests run, and installs as documented."""
+"""The CRDs are generated from the API server the tests run, and install as documented."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def _kubectl(plane: ControlPlane) -> list[str]:
 
 def test_the_committed_crd_is_what_the_generator_makes(control_plane: ControlPlane) -> None:
     """tools/crd/generate.py reads this API server's PodTemplateSpec schema; the
-    committed CRD and the package's schema must be exactly its output."""
+    committed CRDs (TFJob, PyTorchJob) and the package's schemas must be exactly its
+    output."""
     kubectl, _, kubeconfig = _kubectl(control_plane)
     done = subprocess.run(
         [
@@ -56,6 +57,7 @@ def test_the_readme_install_command_applies(
     )
     assert done.returncode == 0, done.stderr
     assert "customresourcedefinition.apiextensions.k8s.io/tfjobs.kubeflow.org" in done.stdout
+    assert "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org" in done.stdout
     crd = kube.get(CustomResourceDefinition, "tfjobs.kubeflow.org").to_dict()
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     replica = schema["properties"]["spec"]["properties"]["tfReplicaSpecs"]["additionalProperties"]

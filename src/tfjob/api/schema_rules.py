@@ -1,11 +1,12 @@
-"""The API server's admission checks for a TFJob, evaluated in Python.
+"""The API server's admission checks for a job of any kind with a CRD, in Python.
 
-The CRD (manifests/base/crd.yaml) and the package's schema/tfjob-v1.json are generated
-together by tools/crd/generate.py, so this module applies exactly what a cluster
-applies when a TFJob is created: the structural OpenAPI schema (with Kubernetes'
-PodTemplateSpec inside every replica template) through `jsonschema`, and the CEL rules
-(`x-kubernetes-validations`) through `cel-python`. `tfjob run` therefore refuses the
-files a cluster refuses, with the same field paths.
+Each kind's CRD (manifests/base/crd.yaml for TFJob, pytorchjob-crd.yaml, ...) and the
+package's schema/<kind>-v1.json are generated together by tools/crd/generate.py, so
+this module applies exactly what a cluster applies when such a job is created: the
+structural OpenAPI schema (with Kubernetes' PodTemplateSpec inside every replica
+template) through `jsonschema`, and the CEL rules (`x-kubernetes-validations`) through
+`cel-python`. `tfjob run` therefore refuses the files a cluster refuses, with the same
+field paths. A framework names its schema file (`TFJOB_SCHEMA`, `PYTORCHJOB_SCHEMA`).
 
 Kubernetes semantics kept on top of JSON Schema:
 - null values are dropped before validation (the API server prunes them: the schema
@@ -32,16 +33,21 @@ from typing import Any
 
 from tfjob.api.errors import FieldError
 
-_SCHEMA_FILE = "tfjob-v1.json"
+TFJOB_SCHEMA = "tfjob-v1.json"
+PYTORCHJOB_SCHEMA = "pytorchjob-v1.json"
 
 
 def check(
-    document: Mapping[str, Any], *, require_image: bool = True, rules: bool = True
+    document: Mapping[str, Any],
+    schema_file: str = TFJOB_SCHEMA,
+    *,
+    require_image: bool = True,
+    rules: bool = True,
 ) -> list[FieldError]:
-    """Every problem the API server would report on creating `document` (only the
-    schema's when `rules` is False)."""
+    """Every problem the API server would report on creating `document` with the CRD
+    whose schema is `schema_file` (only the schema's when `rules` is False)."""
     value = _without_nulls(document)
-    schema = schema_document()
+    schema = schema_document(schema_file)
     errors = list(_schema_errors(value, schema))
     if not rules:
         return errors
@@ -54,9 +60,10 @@ def check(
 
 
 @functools.cache
-def schema_document() -> dict[str, Any]:
-    """The openAPIV3Schema of kubeflow.org/v1 TFJob shipped in this package."""
-    text = resources.files("tfjob.api").joinpath("schema", _SCHEMA_FILE).read_text()
+def schema_document(schema_file: str = TFJOB_SCHEMA) -> dict[str, Any]:
+    """A kind's openAPIV3Schema shipped in this package (kubeflow.org/v1 TFJob's by
+    default)."""
+    text = resources.files("tfjob.api").joinpath("schema", schema_file).read_text()
     return dict(json.loads(text))
 
 

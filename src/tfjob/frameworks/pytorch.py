@@ -24,6 +24,9 @@
   beyond upstream (which fails later, or panics), nprocPerNode `auto`, `cpu`, `gpu` or
   a number, an elasticPolicy only with Workers, minReplicas <= maxReplicas, and a
   known rdzvBackend.
+- Admission: the PyTorchJob CRD's schema and CEL rules (tfjob.api.schema_rules with
+  `pytorchjob-v1.json`), which also make the checks above, so a cluster without the
+  operator refuses the same jobs.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 import msgspec
 
 from tfjob.api import constants as c
+from tfjob.api import schema_rules
 from tfjob.api.containers import container_port
 from tfjob.api.errors import FieldError
 from tfjob.api.names import object_name, replica_key
@@ -175,6 +179,13 @@ class PyTorch(Framework[PyTorchJob]):
                     f"unsupported replica type {keys[0]!r}",
                     "use Master or Worker",
                 )
+
+    def admission(
+        self, document: dict[str, Any], *, require_image: bool, rules: bool
+    ) -> list[FieldError]:
+        return schema_rules.check(
+            document, schema_rules.PYTORCHJOB_SCHEMA, require_image=require_image, rules=rules
+        )
 
     def pod_env(self, job: PyTorchJob, settings: Settings) -> PodEnv:
         return _PyTorchEnv(job, self)
