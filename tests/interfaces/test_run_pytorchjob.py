@@ -110,6 +110,25 @@ def test_elastic_rendezvous_endpoint_is_worker_0_on_this_machine(tmp_path: Path)
     assert "init container" not in result.stdout  # no Master: no init-pytorch
 
 
+def test_the_kinds_variables_are_not_inherited_from_tfjobs_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Worker-only job gets no MASTER_ADDR or RANK on a cluster: one left in the
+    shell (say, by a launcher tfjob runs under) must not reach the replicas either."""
+    for name, value in (("RANK", "7"), ("MASTER_ADDR", "elsewhere"), ("PET_RDZV_ID", "x")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("KEPT_FROM_SHELL", "yes")
+    code = "import os; print('SEEN', [os.environ.get(k) for k in ('RANK', 'MASTER_ADDR', 'PET_RDZV_ID', 'KEPT_FROM_SHELL')])"
+    worker = _replica(1)
+    worker["template"]["spec"]["containers"][0]["command"] = [sys.executable, "-c", code]
+    doc = _job("plain", {"Worker": worker})
+    result = tfjob(
+        "run", str(write(tmp_path / "job.yaml", doc)), "--run-dir", str(tmp_path / "run")
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[worker-0] SEEN [None, None, None, 'yes']" in result.stdout.splitlines()
+
+
 def test_a_failing_worker_fails_the_pytorchjob(tmp_path: Path) -> None:
     failing = _replica(1)
     failing["template"]["spec"]["containers"][0]["command"] = [

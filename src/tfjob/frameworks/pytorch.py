@@ -111,6 +111,7 @@ class PyTorch(Framework[PyTorchJob]):
     default_restart_policy = "OnFailure"
     controller_name = "pytorchjob-controller"
     env_on_every_container = True
+    owned_env = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_*")
 
     def default_spec(self, spec: PyTorchJobSpec) -> PyTorchJobSpec:
         elastic = spec.elastic_policy

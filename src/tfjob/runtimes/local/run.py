@@ -92,6 +92,7 @@ class LocalRun:
             on_change=self._wake.set,
             watchdog=watchdog,
             training_container=framework_of(self.job).container_name,
+            not_inherited=framework_of(self.job).owned_env,
         )
         try:
             await self._loop(self._kubelet)
