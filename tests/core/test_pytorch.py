@@ -257,6 +257,23 @@ def test_env_goes_to_every_container_after_the_users_own() -> None:
     assert env_of(job, "Worker", 0, container=1) == expected
 
 
+def test_local_addresses_replace_the_service_names() -> None:
+    """The local runtime's `Settings.local_addresses`: the Master's for MASTER_*,
+    Worker 0's for the rendezvous (rdzvHost and rdzvPort name hosts of a cluster)."""
+    local = {
+        "master": ["127.0.0.1:40000"],
+        "worker": ["127.0.0.1:40001", "127.0.0.1:40002"],
+    }
+    elastic = {"rdzvHost": "etcd", "rdzvPort": 2379}
+    job = pt_job(elastic=elastic, Master=replica(), Worker=replica(2))
+    pod = desired_pod(job, "Worker", 1, Settings(local_addresses=local))
+    env = {v["name"]: v["value"] for v in pod["spec"]["containers"][0]["env"]}
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("127.0.0.1", "40000")
+    assert (env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"]) == ("127.0.0.1", "40000")
+    assert env["PET_RDZV_ENDPOINT"] == "127.0.0.1:40001"
+    assert (env["RANK"], env["WORLD_SIZE"]) == ("2", "3")
+
+
 INIT = {
     "name": "init-pytorch",
     "image": "alpine:3.10",

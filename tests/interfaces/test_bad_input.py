@@ -68,7 +68,10 @@ CASES = {
         _set("apiVersion", "kubeflow.org/v2"),
         "apiVersion: must be 'kubeflow.org/v1'",
     ),
-    "wrong kind": (_set("kind", "PyTorchJob"), "kind: must be 'TFJob'"),
+    "wrong kind": (
+        _set("kind", "MPIJob"),
+        "kind: must be one of 'TFJob', 'PyTorchJob', got 'MPIJob'",
+    ),
     "no tensorflow container": (
         _rename_container,
         "must have at least one container with name tensorflow",
@@ -172,7 +175,7 @@ def test_run_refuses_a_file_with_several_jobs(tmp_path: Path) -> None:
     )
     result = tfjob("run", str(path), cwd=tmp_path)
     assert result.returncode == 2
-    assert "holds 2 TFJobs (one, two)" in result.stderr
+    assert "holds 2 jobs (one, two)" in result.stderr
     assert not (tmp_path / "STARTED").exists()
 
 

@@ -40,10 +40,15 @@ class RunObserver(Protocol):
         """After a change: the job's latest condition (e.g. "Running") and its pods."""
 
 
-def replica_label(metadata: Mapping[str, Any], container: str = c.DEFAULT_CONTAINER_NAME) -> str:
+def replica_label(
+    metadata: Mapping[str, Any],
+    container: str = c.DEFAULT_CONTAINER_NAME,
+    training: str = c.DEFAULT_CONTAINER_NAME,
+) -> str:
     """How a replica's output is prefixed: `worker-1` (type and index, else the pod's
-    name), and `worker-1/sidecar` for a container other than the TensorFlow one."""
+    name), and `worker-1/sidecar` for a container other than the kind's training
+    container (`training`: `tensorflow`, `pytorch`)."""
     labels = metadata.get("labels") or {}
     key, index = labels.get(c.LABEL_REPLICA_TYPE), labels.get(c.LABEL_REPLICA_INDEX)
     replica = f"{key}-{index}" if key and index is not None else str(metadata.get("name", ""))
-    return replica if container == c.DEFAULT_CONTAINER_NAME else f"{replica}/{container}"
+    return replica if container == training else f"{replica}/{container}"

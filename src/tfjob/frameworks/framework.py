@@ -52,6 +52,10 @@ class Framework(KindDeclaration, Generic[J]):
     # Whether the kind's env goes to every container of a pod (upstream's PyTorchJob
     # and most kinds) or only to the training container (TFJob's TF_CONFIG).
     env_on_every_container: bool = False
+    # The variables the kind's env sets (fnmatch patterns): a local replica never
+    # inherits them from the runtime's own environment, where they would mislead it
+    # (e.g. a RANK from the shell in a pod upstream gives no RANK).
+    owned_env: tuple[str, ...] = ()
 
     # --- the job as the core sees it ------------------------------------------------
 

@@ -15,6 +15,8 @@
   rdzvPort or the Worker's port), `PET_RDZV_BACKEND` (c10d unless set), `PET_NNODES`
   (`min:max`), then when set `PET_MAX_RESTARTS`, `PET_RDZV_ID`, `PET_RDZV_CONF`
   (`k1=v1,k2=v2`), `PET_STANDALONE`; without one `PET_NNODES` = every replica.
+- Locally (`Settings.local_addresses`), MASTER_ADDR/MASTER_PORT are the Master's
+  local address and PET_RDZV_ENDPOINT Worker 0's, in place of service names.
 - Workers of a job with a Master get the init container `init-pytorch`, which waits
   until the Master's name resolves (image and tries: `Settings`).
 - Succeeded: the Master succeeded; with no Master, every Worker succeeded, or with an
@@ -113,6 +115,7 @@ class PyTorch(Framework[PyTorchJob]):
     default_restart_policy = "OnFailure"
     controller_name = "pytorchjob-controller"
     env_on_every_container = True
+    owned_env = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_*")
 
     def default_spec(self, spec: PyTorchJobSpec) -> PyTorchJobSpec:
         elastic = spec.elastic_policy
@@ -188,7 +191,7 @@ class PyTorch(Framework[PyTorchJob]):
         )
 
     def pod_env(self, job: PyTorchJob, settings: Settings) -> PodEnv:
-        return _PyTorchEnv(job, self)
+        return _PyTorchEnv(job, self, settings.local_addresses)
 
     def decorate_pod_spec(
         self,
@@ -268,7 +271,7 @@ class _PyTorchEnv(PodEnv):
     """The env of one defaulted PyTorchJob's replicas: everything but the rank is the
     same for every pod, so it is computed once."""
 
-    def __init__(self, job: PyTorchJob, kind: PyTorch) -> None:
+    def __init__(self, job: PyTorchJob, kind: PyTorch, local: dict[str, list[str]] | None) -> None:
         spec = job.spec
         specs = spec.pytorch_replica_specs
         total = sum(s.replicas or 0 for s in specs.values())
@@ -277,8 +280,10 @@ class _PyTorchEnv(PodEnv):
         self._master: list[tuple[str, str]] = []
         self._world_size = str(total * nproc_count(spec.nproc_per_node))
         if self._has_master:
-            port = str(_port(specs[MASTER], kind))
-            address = object_name(name, MASTER, 0)
+            address, port = _local_endpoint(local, MASTER) or (
+                object_name(name, MASTER, 0),
+                str(_port(specs[MASTER], kind)),
+            )
             self._master = [
                 ("MASTER_PORT", port),
                 ("PET_MASTER_PORT", port),
@@ -292,7 +297,8 @@ class _PyTorchEnv(PodEnv):
         if elastic is None:
             tail.append(("PET_NNODES", str(total)))
         else:
-            tail += _elastic_env(name, elastic, specs.get(WORKER), kind)
+            rdzv = _local_endpoint(local, WORKER)
+            tail += _elastic_env(name, elastic, specs.get(WORKER), kind, rdzv)
         self._tail = tail
 
     def for_replica(self, replica_type: str, index: int) -> list[EnvVar]:
@@ -309,15 +315,34 @@ class _PyTorchEnv(PodEnv):
         return [{"name": name, "value": value} for name, value in [*env, *self._tail]]
 
 
+def _local_endpoint(local: dict[str, list[str]] | None, rtype: str) -> tuple[str, str] | None:
+    """(host, port) of the type's replica 0 in the local runtime's addresses, if any
+    (`Settings.local_addresses`: on one machine a replica is reached at 127.0.0.1 and
+    the port the runtime chose for it, not at its service name and its own port)."""
+    chosen = (local or {}).get(replica_key(rtype)) or []
+    if not chosen:
+        return None
+    host, port = chosen[0].rsplit(":", 1)
+    return host, port
+
+
 def _elastic_env(
-    job_name: str, elastic: ElasticPolicy, worker: ReplicaSpec | None, kind: PyTorch
+    job_name: str,
+    elastic: ElasticPolicy,
+    worker: ReplicaSpec | None,
+    kind: PyTorch,
+    local: tuple[str, str] | None,
 ) -> list[tuple[str, str]]:
+    """`local`: the local runtime's (host, port) for the rendezvous. Every replica runs
+    on that one machine, so it replaces rdzvHost and rdzvPort: worker 0's address, where
+    the first agent to start hosts the c10d store."""
     host = elastic.rdzv_host if elastic.rdzv_host is not None else f"{job_name}-worker-0"
     port = elastic.rdzv_port
     if port is None and worker is not None:
         port = _port(worker, kind)
+    endpoint = ":".join(local) if local is not None else f"{host}:{port}"
     env = [
-        ("PET_RDZV_ENDPOINT", f"{host}:{port}"),
+        ("PET_RDZV_ENDPOINT", endpoint),
         ("PET_RDZV_BACKEND", elastic.rdzv_backend or DEFAULT_RDZV_BACKEND),
     ]
     if elastic.min_replicas is None and elastic.max_replicas is None:

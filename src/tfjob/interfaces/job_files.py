@@ -1,4 +1,4 @@
-"""Reading TFJob files for the command line, with every problem reported at once.
+"""Reading job files (TFJob, PyTorchJob) for the command line, with every problem reported at once.
 
 Bad input ends the command with exit status 2 and one message that names each field,
 what is wrong with it and how to fix it, before anything is started.
@@ -11,10 +11,9 @@ from typing import IO, Any
 
 import click
 
-from tfjob.api import constants as c
 from tfjob.api import schema_rules
 from tfjob.api.errors import FieldError, InvalidJob
-from tfjob.api.types import TFJob
+from tfjob.api.types import Job
 from tfjob.frameworks.load import load_jobs
 
 EXIT_BAD_INPUT = 2
@@ -29,8 +28,12 @@ class BadInput(click.ClickException):
         click.echo(f"tfjob: {self.format_message()}", err=True)
 
 
-def read_jobs(path: Path, *, require_image: bool) -> list[TFJob]:
-    """Every TFJob in the file at `path`, or BadInput naming every problem."""
+def read_jobs(
+    path: Path, *, require_image: bool, kinds: tuple[str, ...] | None = None
+) -> list[Job]:
+    """Every job in the file at `path`, or BadInput naming every problem. `kinds`
+    limits the kinds accepted (others are refused by name); None: every kind tfjob
+    knows."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as error:
@@ -38,11 +41,9 @@ def read_jobs(path: Path, *, require_image: bool) -> list[TFJob]:
         raise BadInput(f"cannot read {path}: {reason}") from None
     schema_rules.cache_rule_parser()
     try:
-        # The commands run TFJobs only, for now: other kinds are refused by name.
-        jobs = load_jobs(text, str(path), require_image=require_image, kinds=(c.KIND,))
+        return load_jobs(text, str(path), require_image=require_image, kinds=kinds)
     except InvalidJob as error:
         raise BadInput(str(error)) from None
-    return [job for job in jobs if isinstance(job, TFJob)]
 
 
 def invalid(source: str, errors: list[FieldError]) -> BadInput:

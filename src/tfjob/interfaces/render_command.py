@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import click
 import msgspec
 import yaml
 
 from tfjob.api import constants as c
-from tfjob.api.types import TFJob
+from tfjob.api.types import Job
 from tfjob.core.objects import desired_objects
 from tfjob.core.settings import Settings
 from tfjob.frameworks.registry import with_defaults
 from tfjob.interfaces.job_files import read_jobs
+
+J = TypeVar("J", bound=Job)
 
 
 @click.command(name="render")
@@ -39,10 +42,10 @@ def command(
 
     \b
     A dry run through the same decision core the operator uses: multi-document
-    YAML, for each TFJob in the file first its gang-scheduling group objects (with
+    YAML, for each job in the file (TFJob, PyTorchJob) first its gang-scheduling group objects (with
     --gang-scheduler-name), then its pods, then its headless services,
     each in replica-type order (Chief, Evaluator, Master, PS, Worker, then index).
-    Nothing is created. The TFJob's uid is unknown until it is created, so the
+    Nothing is created. The job's uid is unknown until it is created, so the
     ownerReferences name the job but carry an empty uid.
     Exit status 2 on bad input.
     """
@@ -55,7 +58,7 @@ def command(
     click.echo("---\n".join(yaml.safe_dump(d, sort_keys=False) for d in documents), nl=False)
 
 
-def _in_namespace(job: TFJob, namespace: str | None) -> TFJob:
+def _in_namespace(job: J, namespace: str | None) -> J:
     chosen = namespace or job.metadata.namespace or c.DEFAULT_NAMESPACE
     return msgspec.structs.replace(
         job, metadata=msgspec.structs.replace(job.metadata, namespace=chosen)

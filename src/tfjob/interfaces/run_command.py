@@ -1,4 +1,4 @@
-"""`tfjob run JOB.yaml`: run a TFJob on this machine, one process per replica."""
+"""`tfjob run JOB.yaml`: run a TFJob or PyTorchJob on this machine, one process per replica."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import click
 import msgspec
 import yaml
 
-from tfjob.api.types import TFJob, to_dict
+from tfjob.api.types import Job, to_dict
 from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput, invalid, read_jobs
 from tfjob.interfaces.outcome import exit_status
@@ -35,7 +35,7 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     "--output",
     "-o",
     type=click.Choice(["yaml", "json"]),
-    help="At the end, print the TFJob with its final status to stdout "
+    help="At the end, print the job with its final status to stdout "
     "(replica output and events then go to stderr).",
 )
 @click.option(
@@ -56,15 +56,19 @@ def command(
     namespace: str | None,
     no_view: bool,
 ) -> None:
-    """Run the TFJob in JOB.yaml on this machine, one process (group) per replica.
+    """Run the TFJob or PyTorchJob in JOB.yaml on this machine, one process (group) per
+    replica.
 
     \b
     Each replica runs its containers' `command` + `args` directly (no shell; `image`
     is ignored), from `workingDir`, which is taken relative to JOB.yaml's folder
     (without workingDir: the current folder). Executables are looked up on PATH.
-    Every replica gets TF_CONFIG with 127.0.0.1 addresses, one free port each, and
+    Every replica gets its kind's env with 127.0.0.1 addresses, one free port each
+    (a TFJob's TF_CONFIG; a PyTorchJob's MASTER_ADDR/MASTER_PORT, the Master's, RANK,
+    WORLD_SIZE and PET_*, the rendezvous endpoint at Worker 0's port), and
     TFJOB_PORT (its own port), TFJOB_REPLICA_TYPE, TFJOB_REPLICA_INDEX, TFJOB_POD_NAME
-    and PYTHONUNBUFFERED=1. `$(VAR)` in command, args and env values is expanded, and
+    and PYTHONUNBUFFERED=1. Init containers (a PyTorchJob's init-pytorch) are not
+    run: every replica starts at once. `$(VAR)` in command, args and env values is expanded, and
     env `valueFrom.fieldRef` supports metadata.name/namespace/uid, metadata.labels['k'],
     metadata.annotations['k'], status.podIP and status.hostIP.
 
@@ -85,7 +89,7 @@ def command(
     A second Ctrl-C skips the grace period.
 
     \b
-    A file holding several TFJobs is rejected: run one job per file.
+    A file holding several jobs is rejected: run one job per file.
     Exit status: 0 Succeeded, 1 Failed, 2 bad input (nothing started),
     130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP.
     Example: tfjob run examples/ping/job.yaml
@@ -112,18 +116,18 @@ def command(
     sys.exit(_exit_status(final, stopped_by))
 
 
-def _one_job(job_file: Path) -> TFJob:
+def _one_job(job_file: Path) -> Job:
     jobs = read_jobs(job_file, require_image=False)
     if len(jobs) > 1:
         names = ", ".join(j.metadata.name for j in jobs)
         raise BadInput(
-            f"{job_file} holds {len(jobs)} TFJobs ({names}); tfjob run runs one job: "
+            f"{job_file} holds {len(jobs)} jobs ({names}); tfjob run runs one job: "
             "put each in its own file and run them separately"
         )
     return jobs[0]
 
 
-async def _run(job: TFJob, options: RunOptions, console: RunConsole) -> tuple[TFJob, int | None]:
+async def _run(job: Job, options: RunOptions, console: RunConsole) -> tuple[Job, int | None]:
     """Run to the end; also returns the signal that stopped the run, if one did."""
     run = LocalRun(job, options, console)
     stopped_by: list[int] = []
@@ -144,7 +148,7 @@ async def _run(job: TFJob, options: RunOptions, console: RunConsole) -> tuple[TF
     return final, (stopped_by[0] if stopped_by else None)
 
 
-def _exit_status(job: TFJob, stopped_by: int | None) -> int:
+def _exit_status(job: Job, stopped_by: int | None) -> int:
     if stopped_by is not None:
         return 128 + stopped_by
     return exit_status(job.metadata.name, job.status.conditions)
@@ -160,7 +164,7 @@ def _default_run_dir(job_name: str) -> Path:
     return candidate
 
 
-def _render(job: TFJob, output: str) -> str:
+def _render(job: Job, output: str) -> str:
     if output == "json":
         return msgspec.json.format(msgspec.json.encode(job), indent=2).decode()
     return yaml.safe_dump(to_dict(job), sort_keys=False).rstrip("\n")

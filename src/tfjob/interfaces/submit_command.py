@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from tfjob.api import constants as c
 from tfjob.api.types import TFJob
 from tfjob.frameworks.load import parse_documents
 from tfjob.interfaces.cluster import (
@@ -53,7 +54,10 @@ def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None
     refused by the cluster (nothing created), 3 cluster unusable, 130 Ctrl-C.
     Example: tfjob submit job.yaml --follow
     """
-    jobs = read_jobs(job_file, require_image=True)
+    # The cluster commands serve TFJobs only, for now: other kinds are refused by name.
+    jobs = [
+        j for j in read_jobs(job_file, require_image=True, kinds=(c.KIND,)) if isinstance(j, TFJob)
+    ]
     documents = parse_documents(job_file.read_text(), str(job_file))
     if follow and len(jobs) > 1:
         names = ", ".join(j.metadata.name for j in jobs)

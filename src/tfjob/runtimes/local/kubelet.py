@@ -44,9 +44,16 @@ class LocalKubelet:
         on_line: OnReplicaLine = lambda _replica, _line: None,
         on_change: Callable[[], None] = lambda: None,
         watchdog: Watchdog | None = None,
+        training_container: str = c.DEFAULT_CONTAINER_NAME,
+        not_inherited: tuple[str, ...] = (),
     ) -> None:
         """`grace_period`, when set, overrides each pod's terminationGracePeriodSeconds
-        (which otherwise applies, defaulting to DEFAULT_GRACE_PERIOD)."""
+        (which otherwise applies, defaulting to DEFAULT_GRACE_PERIOD).
+        `training_container`: the kind's (`tensorflow`, `pytorch`), whose output is
+        prefixed with the replica alone and logged to `<pod>.log`. `not_inherited`:
+        the kind's variables, which no replica takes from tfjob's environment."""
+        self._training = training_container
+        self._not_inherited = not_inherited
         self._base_dir = base_dir
         self._log_dir = log_dir
         self._addresses = addresses or {}
@@ -120,12 +127,12 @@ class LocalKubelet:
         containers = []
         for container in spec.get("containers", []):
             name = str(container.get("name", ""))
-            shown = replica_label(metadata, name)
+            shown = replica_label(metadata, name, self._training)
             log = self._open_log(metadata["name"], name, shown)
             containers.append(
                 LocalContainer(
                     name,
-                    _resolve(container, metadata, extra_env, self._base_dir),
+                    _resolve(container, metadata, extra_env, self._base_dir, self._not_inherited),
                     str(spec.get("restartPolicy", "Always")),
                     log,
                     self._watchdog,
@@ -135,7 +142,7 @@ class LocalKubelet:
         return LocalPod(manifest, replica, containers)
 
     def _open_log(self, pod_name: str, container: str, shown: str) -> ContainerLog:
-        suffix = "" if container == c.DEFAULT_CONTAINER_NAME else f".{container}"
+        suffix = "" if container == self._training else f".{container}"
         log = ContainerLog(
             self._log_dir / f"{pod_name}{suffix}.log",
             lambda line: self._on_line(shown, line),
@@ -164,9 +171,10 @@ def _resolve(
     metadata: Mapping[str, Any],
     extra_env: Mapping[str, str],
     base_dir: Path,
+    not_inherited: tuple[str, ...],
 ) -> launch.Launch | launch.LaunchError:
     """The launch, or the reason it cannot start (reported as the container's exit)."""
     try:
-        return launch.resolve(container, metadata, extra_env, base_dir)
+        return launch.resolve(container, metadata, extra_env, base_dir, not_inherited)
     except launch.LaunchError as error:
         return error

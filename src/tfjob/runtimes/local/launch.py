@@ -14,6 +14,7 @@ import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,14 @@ def resolve(
     metadata: Mapping[str, Any],
     extra_env: Mapping[str, str],
     base_dir: Path,
+    not_inherited: tuple[str, ...] = (),
 ) -> Launch:
     """The process for `container` of the pod described by `metadata`.
 
     `extra_env` (TFJOB_PORT and friends) comes before the container's own `env`, so
     the container can refer to it as `$(TFJOB_PORT)` and, if it must, override it.
+    Of tfjob's own environment, the process inherits all but TF_CONFIG, TFJOB_* and
+    the names matching `not_inherited` (the kind's own, `Framework.owned_env`).
     """
     declared = declared_env(container, metadata, extra_env)
     cwd = working_dir(container, base_dir)
@@ -57,7 +61,11 @@ def resolve(
     args = [expand(str(a), declared) for a in container.get("args") or []]
     if not command:
         raise LaunchError(NO_COMMAND)
-    env = {k: v for k, v in os.environ.items() if not _NOT_INHERITED.match(k)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not _NOT_INHERITED.match(k) and not any(fnmatchcase(k, p) for p in not_inherited)
+    }
     env.update(declared)
     executable = find_executable(command[0], env.get("PATH", ""), cwd)
     if executable is None:

@@ -1,10 +1,12 @@
 """Local addresses for the replicas: one free TCP port on 127.0.0.1 each.
 
-On Kubernetes every replica has its own host name and can use port 2222; on one machine
-they must differ. The ports are chosen once, before the first reconcile, and handed to
-the core (`Settings.local_addresses`), which writes them into TF_CONFIG; the kubelet
-passes each replica its own as TFJOB_PORT. A recreated replica keeps its port, so the
-TF_CONFIG its peers already hold stays right.
+On Kubernetes every replica has its own host name and can use its kind's port (2222,
+23456); on one machine they must differ. The ports are chosen once, before the first
+reconcile, and handed to the core (`Settings.local_addresses`), where the job's
+framework puts them in the env in place of service names (TF_CONFIG's cluster;
+PyTorchJob's MASTER_ADDR/MASTER_PORT and rendezvous endpoint); the kubelet passes each
+replica its own as TFJOB_PORT. A recreated replica keeps its port, so the addresses
+its peers already hold stay right.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ import contextlib
 import socket
 
 from tfjob.api.names import replica_key
-from tfjob.api.types import TFJob
+from tfjob.api.types import Job
 from tfjob.frameworks.registry import with_defaults
 
 HOST = "127.0.0.1"
 
 
-def pick_addresses(job: TFJob) -> dict[str, list[str]]:
+def pick_addresses(job: Job) -> dict[str, list[str]]:
     """`host:port` per replica, by lower-case type, in index order.
 
     All sockets are held open until every port is chosen, so the ports are distinct;
@@ -28,7 +30,7 @@ def pick_addresses(job: TFJob) -> dict[str, list[str]]:
     """
     counts = {
         replica_key(key): max(spec.replicas or 0, 0)
-        for key, spec in with_defaults(job).spec.tf_replica_specs.items()
+        for key, spec in with_defaults(job).spec.replica_specs.items()
     }
     with contextlib.ExitStack() as stack:
         ports = [_bind(stack) for _ in range(sum(counts.values()))]

@@ -1,6 +1,6 @@
 """What must hold before a job can run locally, checked before anything starts.
 
-Validation (tfjob.api) says whether a TFJob is valid at all; this says whether this
+Validation (tfjob.api) says whether a job is valid at all; this says whether this
 machine can run it: every container needs a `command` (there is no image whose
 entrypoint could be used) that names an executable, its `workingDir` must exist, and
 its environment must come from sources that exist locally, and the job must not have
@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from tfjob.api.errors import FieldError
-from tfjob.api.types import TFJob
+from tfjob.api.types import Job
+from tfjob.core.objects import desired_pod
+from tfjob.core.settings import Settings
+from tfjob.frameworks.registry import framework_of, with_defaults
 from tfjob.runtimes.local import launch
 
 #: More replicas than this cannot run as processes on one machine (each also needs
@@ -24,27 +27,50 @@ from tfjob.runtimes.local import launch
 MAX_LOCAL_REPLICAS = 4096
 
 
-def check(job: TFJob, base_dir: Path) -> tuple[list[FieldError], list[str]]:
+def check(job: Job, base_dir: Path) -> tuple[list[FieldError], list[str]]:
     """(errors that stop the run, warnings about what the local run leaves out)."""
     errors: list[FieldError] = list(_check_size(job))
     warnings: list[str] = []
     if errors:
         return errors, warnings
-    for key, spec in job.spec.tf_replica_specs.items():
+    field = framework_of(job).spec_field
+    for key, spec in job.spec.replica_specs.items():
         if spec.replicas == 0:
             continue
         pod_spec = spec.template.get("spec") or {}
-        path = f"spec.tfReplicaSpecs[{key}].template.spec"
+        path = f"spec.{field}[{key}].template.spec"
         if pod_spec.get("initContainers"):
             warnings.append(f"{path}.initContainers: init containers are not run locally")
         for index, container in enumerate(pod_spec.get("containers") or []):
             where = f"{path}.containers[{index}]"
             errors += _check_container(container, where, base_dir)
-    return errors, warnings
+    return errors, warnings + list(_added_init_containers(job))
 
 
-def _check_size(job: TFJob) -> Iterator[FieldError]:
-    specs = job.spec.tf_replica_specs
+def _added_init_containers(job: Job) -> Iterator[str]:
+    """A note for each init container the job's kind adds to its pods on a cluster
+    (PyTorchJob's `init-pytorch`, which holds a Worker until the Master's name
+    resolves): the local runtime runs none, since every replica starts in the same
+    pass on this machine and reaches the others at 127.0.0.1."""
+    framework = framework_of(job)
+    defaulted = with_defaults(job)
+    for key, spec in defaulted.spec.replica_specs.items():
+        if not spec.replicas:
+            continue
+        declared = spec.template.get("spec") or {}
+        own = {ct.get("name") for ct in declared.get("initContainers") or []}
+        pod = desired_pod(defaulted, key, 0, Settings())
+        for container in pod["spec"].get("initContainers") or []:
+            if container.get("name") not in own:
+                yield (
+                    f"{framework.kind} {key} pods: the init container "
+                    f"{container.get('name')} a cluster adds is not run locally "
+                    "(every replica starts at once here)"
+                )
+
+
+def _check_size(job: Job) -> Iterator[FieldError]:
+    specs = job.spec.replica_specs
     total = sum(
         max(spec.replicas if spec.replicas is not None else 1, 0) for spec in specs.values()
     )
@@ -52,7 +78,7 @@ def _check_size(job: TFJob) -> Iterator[FieldError]:
         return
     key = max(specs, key=lambda k: specs[k].replicas or 0)
     yield FieldError(
-        f"spec.tfReplicaSpecs[{key}].replicas",
+        f"spec.{framework_of(job).spec_field}[{key}].replicas",
         f"{total} replicas in all cannot run as processes on one machine "
         f"(tfjob run starts at most {MAX_LOCAL_REPLICAS})",
         "run the job on Kubernetes, or lower replicas",

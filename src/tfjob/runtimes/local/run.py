@@ -21,13 +21,14 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import yaml
 
 from tfjob.api import constants as c
 from tfjob.api.timestamps import rfc3339
-from tfjob.api.types import TFJob, to_dict
+from tfjob.api.types import Job, to_dict
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
     Action,
@@ -41,10 +42,13 @@ from tfjob.core.plan import (
 from tfjob.core.progress import ReplicaView, RunObserver
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
+from tfjob.frameworks.registry import framework_of
 from tfjob.runtimes.local.kubelet import LocalKubelet
 from tfjob.runtimes.local.ports import pick_addresses
 from tfjob.runtimes.local.services import ServiceBook
 from tfjob.runtimes.local.watchdog import Watchdog
+
+J = TypeVar("J", bound=Job)
 
 
 @dataclass(frozen=True)
@@ -56,9 +60,9 @@ class RunOptions:
 
 
 class LocalRun:
-    """One TFJob run to completion as local processes."""
+    """One job (of any kind) run to completion as local processes."""
 
-    def __init__(self, job: TFJob, options: RunOptions, observer: RunObserver) -> None:
+    def __init__(self, job: Job, options: RunOptions, observer: RunObserver) -> None:
         self.job = admitted(job, options.namespace)
         self.options = options
         self._observer = observer
@@ -76,7 +80,7 @@ class LocalRun:
         self._stopping = True
         self._wake.set()
 
-    async def run(self) -> TFJob:
+    async def run(self) -> Job:
         """Run the job; returns it with its final status. Every process is gone after."""
         watchdog = Watchdog()
         self._kubelet = LocalKubelet(
@@ -87,6 +91,8 @@ class LocalRun:
             on_line=self._observer.log_line,
             on_change=self._wake.set,
             watchdog=watchdog,
+            training_container=framework_of(self.job).container_name,
+            not_inherited=framework_of(self.job).owned_env,
         )
         try:
             await self._loop(self._kubelet)
@@ -177,7 +183,7 @@ class LocalRun:
         (self.options.run_dir / "job.yaml").write_text(text)
 
 
-def admitted(job: TFJob, namespace: str | None) -> TFJob:
+def admitted(job: J, namespace: str | None) -> J:
     """The job as an API server would store it: namespace, uid, creationTimestamp."""
     meta = job.metadata
     return msgspec.structs.replace(
