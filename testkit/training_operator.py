@@ -1,5 +1,5 @@
 """Kubeflow's training-operator v1.9.4 (the real one, built by tools/envtest/build.sh),
-started against the test control plane for the swap tests.
+started against the test control plane for the swap and parity tests.
 
 What it needs to start outside a cluster: its admission webhook's certificate. Its
 cert rotator fills the Secret `kubeflow/training-operator-webhook-cert` (which must
@@ -66,6 +66,7 @@ class Kubeflow:
     kubeconfig: Path
     namespace: str
     folder: Path
+    schemes: tuple[str, ...] = ("tfjob",)  # its --enable-scheme values
 
     def start(self) -> RunningOperator:
         _ensure_secret(self.kube)
@@ -73,7 +74,7 @@ class Kubeflow:
         args = [
             str(binary()),
             f"--kubeconfig={self.kubeconfig}",
-            "--enable-scheme=tfjob",
+            *(f"--enable-scheme={scheme}" for scheme in self.schemes),
             f"--namespace={self.namespace}",
             f"--metrics-bind-address=127.0.0.1:{metrics}",
             f"--health-probe-bind-address=127.0.0.1:{health}",
