@@ -13,8 +13,10 @@
   `PET_NODE_RANK` (the index, +1 on Workers); `PET_NPROC_PER_NODE` when nprocPerNode
   is set; with an elasticPolicy `PET_RDZV_ENDPOINT` (rdzvHost or `<job>-worker-0`, :
   rdzvPort or the Worker's port), `PET_RDZV_BACKEND` (c10d unless set), `PET_NNODES`
-  (`min:max`), then when set `PET_MAX_RESTARTS`, `PET_RDZV_ID`, `PET_RDZV_CONF`
-  (`k1=v1,k2=v2`), `PET_STANDALONE`; without one `PET_NNODES` = every replica.
+  (`min:max`), then when set `PET_MAX_RESTARTS`, `PET_NPROC_PER_NODE` (the
+  deprecated `elasticPolicy.nProcPerNode`; `nprocPerNode` is then unset),
+  `PET_RDZV_ID`, `PET_RDZV_CONF` (`k1=v1,k2=v2`), `PET_STANDALONE`; without one
+  `PET_NNODES` = every replica.
 - Locally (`Settings.local_addresses`), MASTER_ADDR/MASTER_PORT are the Master's
   local address and PET_RDZV_ENDPOINT Worker 0's, in place of service names.
 - Workers of a job with a Master get the init container `init-pytorch`, which waits
@@ -352,6 +354,8 @@ def _elastic_env(
     env.append(("PET_NNODES", nodes))
     if elastic.max_restarts is not None:
         env.append(("PET_MAX_RESTARTS", str(elastic.max_restarts)))
+    if elastic.n_proc_per_node is not None:  # deprecated; nprocPerNode is unset then
+        env.append(("PET_NPROC_PER_NODE", str(elastic.n_proc_per_node)))
     if elastic.rdzv_id is not None:
         env.append(("PET_RDZV_ID", elastic.rdzv_id))
     if elastic.rdzv_conf:
