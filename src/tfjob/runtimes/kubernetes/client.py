@@ -1,13 +1,13 @@
 """A thin async Kubernetes client of ours: raw JSON in, raw JSON out.
 
-Why not a generated client's models (lightkube's, kubernetes_asyncio's): decoding
-every response into them on the hot path (lists and watch events of thousands of pods)
-costs ~10x the time and ~8x the memory of decoding straight into our projections, and
-lightkube's watch cannot ask for bookmarks. Why aiohttp rather than httpx: measured
-against the test API server, a burst of 1,500 creates cost 1.8 s of client CPU through
-httpx and 0.45 s through aiohttp (docs/decisions/0003-aiohttp-over-httpx.md), and on a small machine
-the operator's CPU is taken from the API server's. Credentials are read by a loader of
-ours (kubeconfig.py, kept current by credentials.py), so aiohttp is the one HTTP stack;
+Not a generated client's models (lightkube's, kubernetes_asyncio's): decoding every
+response into them on the hot path (lists and watch events of thousands of pods) is
+far slower and bigger than decoding straight into our projections, and lightkube's
+watch cannot ask for bookmarks (docs/decisions/0001-msgspec-projections.md). aiohttp
+rather than httpx, because its client CPU per request is a fraction of httpx's, and on
+a small machine the operator's CPU is taken from the API server's
+(docs/decisions/0003-aiohttp-over-httpx.md). Credentials are read by a loader of ours
+(kubeconfig.py, kept current by credentials.py), so aiohttp is the one HTTP stack;
 this module sends the few requests the operator needs and hands back bytes. Each
 request carries the credentials' current header and TLS context, so a refreshed client
 certificate is presented on the connections opened after the refresh.

@@ -2,10 +2,10 @@
 
 Pods and services go straight from bytes into the slim `tfjob.api.observed`
 projections: msgspec skips every field the core does not read (managedFields, the pod
-spec, ...), which is ~10x faster and ~8x smaller than full models (see
-docs/decisions/, record 0001). TFJobs are decoded into the full typed model one by one,
-so one job the model cannot hold never hides the others: it becomes an
-`UndecodableJob` that the reconciler marks Failed.
+spec, ...), far faster and smaller than full models
+(docs/decisions/0001-msgspec-projections.md). TFJobs are decoded into the full typed
+model one by one, so one job the model cannot hold never hides the others: it becomes
+an `UndecodableJob` that the reconciler marks Failed.
 
 Every cached pod and service then has its repeated strings interned (`_sharer`): the
 fields `api/observed.py` marks `shared` (the namespace, label keys and values, the
