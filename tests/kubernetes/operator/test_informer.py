@@ -54,11 +54,13 @@ def _service(name: str, owner_uid: str = "") -> dict[str, Any]:
 class Seen:
     def __init__(self) -> None:
         self.added: list[str] = []
+        self.updated: list[str] = []
         self.deleted: list[str] = []
 
     def handlers(self) -> Handlers[Pod]:
         return Handlers(
             on_add=lambda p: self.added.append(p.metadata.name),
+            on_update=lambda _old, new: self.updated.append(new.metadata.name),
             on_delete=lambda p: self.deleted.append(p.metadata.name),
         )
 
@@ -92,7 +94,8 @@ async def test_a_relist_reports_what_changed_while_away() -> None:
     """A watch from a resourceVersion the API server no longer keeps gets 410 Expired:
     the informer lists afresh and delivers the difference between its cache and the
     list as adds and deletes (so a deletion it never saw as an event still reaches
-    the handlers), then watches again."""
+    the handlers), then watches again. An object the relist finds unchanged (its
+    resourceVersion the same) is no change: no handler hears of it."""
     api = FakeApi(namespaces=["default"], history=2)  # keeps only the last 2 changes
     client, namespace = api.client(), "default"
     informer = Informer(client, PODS, POD_CODEC, namespace=namespace)  # type: ignore[arg-type]
@@ -115,6 +118,7 @@ async def test_a_relist_reports_what_changed_while_away() -> None:
     await _stop(task)
     assert sorted(seen.added) == ["a", "b", "c", "d"]
     assert seen.deleted == ["a"]
+    assert seen.updated == []  # "b" was listed again, unchanged
     assert {p.metadata.name for p in informer.items()} == {"b", "c", "d"}
     assert informer.relists == 1
     assert [
