@@ -338,7 +338,9 @@ def _elastic_env(
     """`local`: the local runtime's (host, port) for the rendezvous. Every replica runs
     on that one machine, so it replaces rdzvHost and rdzvPort: worker 0's address, where
     the first agent to start hosts the c10d store."""
-    host = elastic.rdzv_host if elastic.rdzv_host is not None else f"{job_name}-worker-0"
+    host = elastic.rdzv_host
+    if host is None:
+        host = object_name(job_name, WORKER, 0)
     port = elastic.rdzv_port
     if port is None and worker is not None:
         port = _port(worker, kind)
