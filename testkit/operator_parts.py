@@ -1,8 +1,9 @@
-"""An operator's parts built in-process on the real API server, for the tests of the
-reconciler and its consistency rule that need no operator subprocess.
+"""An operator's parts built in-process, on the real API server or the in-memory one,
+for the tests of the reconciler and its consistency rule that need no operator
+subprocess.
 
-``Lane`` holds the operator's caches, queue and reconciler; only what a test starts
-(the informers, ``start(...)``) runs.
+``OperatorParts`` holds the operator (its caches, queue and reconciler); only what a
+test starts (the informers, ``start(...)``) runs.
 """
 
 from __future__ import annotations
@@ -19,18 +20,18 @@ from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
 from tfjob.runtimes.kubernetes.resources import TFJOBS
 
 
-class Lane:
+class OperatorParts:
     """An operator's parts, built in-process; only what a test starts runs."""
 
     def __init__(self, client: KubeClient, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
         options = OperatorOptions(namespace=namespace, metrics_port=-1, health_port=-1)
-        self.parts = Operator(options, client)
-        self.caches = self.parts.caches
+        self.operator = Operator(options, client)
+        self.caches = self.operator.caches
         self._informers: list[asyncio.Task[None]] = []
         self.jobs = self.caches.jobs
-        self.queue = self.parts.queue
+        self.queue = self.operator.queue
         self.requests: list[tuple[str, int]] = []  # (method, code) of every request
         client.on_response = self._answered
         self.tasks: list[asyncio.Task[None]] = []

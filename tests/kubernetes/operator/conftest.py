@@ -1,9 +1,9 @@
 """Fixtures for the tests of the operator's parts run in-process on the real API server.
 
 - ``client`` (function): our KubeClient (aiohttp) as admin, closed after the test.
-- ``lane`` (function): an operator's parts wired in-process with their informers
-  running (testkit/status_lane.py), for the reconciler's tests on the real API server;
-  ``fake_lane`` the same on the in-memory API (namespace "default").
+- ``parts`` (function): an operator's parts wired in-process with their informers
+  running (testkit/operator_parts.py), for the reconciler's tests on the real API server;
+  ``fake_parts`` the same on the in-memory API (namespace "default").
 - ``api`` (function): an in-memory API server (testkit/fake_api.py) with the namespace
   "default", for tests of the shell's logic that need a client but no etcd;
   ``api.client()`` is the client.
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from testkit.fake_api import FakeApi
-from testkit.status_lane import Lane
+from testkit.operator_parts import OperatorParts
 from tfjob.runtimes.kubernetes.client import KubeClient
 
 
@@ -30,8 +30,10 @@ async def client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
 
 
 @pytest.fixture
-async def lane(client: KubeClient, namespace: str, crd_installed: Any) -> AsyncIterator[Lane]:
-    built = Lane(client, namespace)
+async def parts(
+    client: KubeClient, namespace: str, crd_installed: Any
+) -> AsyncIterator[OperatorParts]:
+    built = OperatorParts(client, namespace)
     await built.informers()
     yield built
     await built.stop()
@@ -43,8 +45,8 @@ def api() -> FakeApi:
 
 
 @pytest.fixture
-async def fake_lane(api: FakeApi) -> AsyncIterator[Lane]:
-    built = Lane(api.client(), "default")  # type: ignore[arg-type]
+async def fake_parts(api: FakeApi) -> AsyncIterator[OperatorParts]:
+    built = OperatorParts(api.client(), "default")  # type: ignore[arg-type]
     await built.informers()
     yield built
     await built.stop()

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from testkit.helpers import IMAGE, tfjob, until
+from testkit.operator_parts import OperatorParts
 from testkit.operators import replica
-from testkit.status_lane import Lane
 from tfjob.api.errors import PermanentError
 from tfjob.api.types import JobStatus
 from tfjob.core.settings import Settings
@@ -80,61 +80,63 @@ class CountingDryRuns:
         return getattr(self._real, name)
 
 
-def _reconciler(lane: Lane, client: Any, dry_run: DryRun | None = None) -> Reconciler:
-    parts = lane.parts
+def _reconciler(parts: OperatorParts, client: Any, dry_run: DryRun | None = None) -> Reconciler:
+    operator = parts.operator
     return Reconciler(
         dry_run=dry_run,
         client=client,
-        caches=parts.caches,
-        recorder=parts.recorder,
-        metrics=parts.metrics,
+        caches=operator.caches,
+        recorder=operator.recorder,
+        metrics=operator.metrics,
         settings=Settings(),
-        writes=parts.writes,
+        writes=operator.writes,
     )
 
 
 async def test_a_transient_dry_run_error_is_retried_not_failed(
-    lane: Lane, client: KubeClient
+    parts: OperatorParts, client: KubeClient
 ) -> None:
     flaky = FailingDryRuns(client, failures=1)
-    reconciler = _reconciler(lane, flaky)
-    await lane.job("flaky")
-    key = f"{lane.namespace}/flaky"
+    reconciler = _reconciler(parts, flaky)
+    await parts.job("flaky")
+    key = f"{parts.namespace}/flaky"
     with pytest.raises(ApiError):
         await reconciler.reconcile(key)
-    assert (await lane.server_status("flaky")).conditions == []  # not Failed
+    assert (await parts.server_status("flaky")).conditions == []  # not Failed
     await reconciler.reconcile(key)  # the retry: admitted, pods created
-    await until(lambda: lane.parts.caches.pods.get(f"{lane.namespace}/flaky-worker-0"))
+    await until(lambda: parts.operator.caches.pods.get(f"{parts.namespace}/flaky-worker-0"))
 
 
 async def test_an_exception_while_reading_the_spec_fails_the_job(
-    lane: Lane, client: KubeClient, monkeypatch: pytest.MonkeyPatch
+    parts: OperatorParts, client: KubeClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def unreadable(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("containerPort")
 
     monkeypatch.setattr(reconciler_module, "decide", unreadable)
-    reconciler = _reconciler(lane, client)
-    await lane.job("unreadable")
-    key = f"{lane.namespace}/unreadable"
+    reconciler = _reconciler(parts, client)
+    await parts.job("unreadable")
+    key = f"{parts.namespace}/unreadable"
     await reconciler.reconcile(key)  # no exception: no retry loop
-    status = await lane.server_status("unreadable")
+    status = await parts.server_status("unreadable")
     failed = next(c for c in status.conditions if c.type == "Failed")
     assert failed.reason == "InvalidTFJobSpec"
     assert "KeyError: 'containerPort'" in failed.message
-    await until(lambda: lane.jobs.get(key).status.conditions != [])  # type: ignore[union-attr]
+    await until(lambda: parts.jobs.get(key).status.conditions != [])  # type: ignore[union-attr]
     await reconciler.reconcile(key)  # already Failed: nothing more to write
-    assert [c.type for c in (await lane.server_status("unreadable")).conditions] == [
+    assert [c.type for c in (await parts.server_status("unreadable")).conditions] == [
         "Created",
         "Failed",
     ]
 
 
-async def _job(lane: Lane, name: str, containers: list[dict[str, Any]] | None = None) -> str:
-    manifest = tfjob(name, lane.namespace, {"Worker": replica(2, "Never", containers)})
-    await lane.client.create(TFJOBS, lane.namespace, manifest)
-    key = f"{lane.namespace}/{name}"
-    await until(lambda: lane.jobs.get(key) is not None)
+async def _job(
+    parts: OperatorParts, name: str, containers: list[dict[str, Any]] | None = None
+) -> str:
+    manifest = tfjob(name, parts.namespace, {"Worker": replica(2, "Never", containers)})
+    await parts.client.create(TFJOBS, parts.namespace, manifest)
+    key = f"{parts.namespace}/{name}"
+    await until(lambda: parts.jobs.get(key) is not None)
     return key
 
 
@@ -143,61 +145,63 @@ def _failed(status: JobStatus) -> str | None:
 
 
 async def test_a_job_like_one_just_admitted_sends_no_dry_run(
-    lane: Lane, client: KubeClient
+    parts: OperatorParts, client: KubeClient
 ) -> None:
     counting = CountingDryRuns(client)
-    reconciler = _reconciler(lane, counting, DryRun(counting))  # type: ignore[arg-type]
-    await reconciler.reconcile(await _job(lane, "twin-1"))
+    reconciler = _reconciler(parts, counting, DryRun(counting))  # type: ignore[arg-type]
+    await reconciler.reconcile(await _job(parts, "twin-1"))
     assert sorted(counting.dry_runs) == ["twin-1-worker-0", "twin-1-worker-0"]  # pod, service
-    await reconciler.reconcile(await _job(lane, "twin-2"))  # same template, same shape
+    await reconciler.reconcile(await _job(parts, "twin-2"))  # same template, same shape
     assert len(counting.dry_runs) == 2
-    await until(lambda: lane.parts.caches.pods.get(f"{lane.namespace}/twin-2-worker-1"))
+    await until(lambda: parts.operator.caches.pods.get(f"{parts.namespace}/twin-2-worker-1"))
     # Another pod template: its pod is checked (its service is like twin-1's).
     other = [{"name": "tensorflow", "image": IMAGE + "-gpu"}]
-    await reconciler.reconcile(await _job(lane, "twin-3", other))
+    await reconciler.reconcile(await _job(parts, "twin-3", other))
     assert counting.dry_runs[2:] == ["twin-3-worker-0"]
     # A name of another shape (a digit where the others have a letter): its own check.
-    await reconciler.reconcile(await _job(lane, "twi9-4"))
+    await reconciler.reconcile(await _job(parts, "twi9-4"))
     assert counting.dry_runs[3:] == ["twi9-4-worker-0", "twi9-4-worker-0"]
     # A bad template: checked and Failed; and the next bad job of the same shape is
     # checked again (a refusal is never shared) and Failed too.
     for name in ("bad1-5", "bad1-6"):
         before = len(counting.dry_runs)
-        await reconciler.reconcile(await _job(lane, name, _BAD_MOUNT))
+        await reconciler.reconcile(await _job(parts, name, _BAD_MOUNT))
         assert counting.dry_runs[before:] == [f"{name}-worker-0"]  # the pod's refusal ends it
-        message = _failed(await lane.server_status(name))
+        message = _failed(await parts.server_status(name))
         assert message is not None and "volumeMounts" in message
-        assert lane.parts.caches.pods.get(f"{lane.namespace}/{name}-worker-0") is None
+        assert parts.operator.caches.pods.get(f"{parts.namespace}/{name}-worker-0") is None
 
 
-async def test_an_accepted_verdict_stands_only_for_its_time(lane: Lane, client: KubeClient) -> None:
+async def test_an_accepted_verdict_stands_only_for_its_time(
+    parts: OperatorParts, client: KubeClient
+) -> None:
     counting = CountingDryRuns(client)
     now = [0.0]
     dry_run = DryRun(counting, ttl=60.0, clock=lambda: now[0])  # type: ignore[arg-type]
-    reconciler = _reconciler(lane, counting, dry_run)
-    await reconciler.reconcile(await _job(lane, "aged-1"))
+    reconciler = _reconciler(parts, counting, dry_run)
+    await reconciler.reconcile(await _job(parts, "aged-1"))
     now[0] = 59.0
-    await reconciler.reconcile(await _job(lane, "aged-2"))
+    await reconciler.reconcile(await _job(parts, "aged-2"))
     assert len(counting.dry_runs) == 2  # shared
     now[0] = 61.0
-    await reconciler.reconcile(await _job(lane, "aged-3"))
+    await reconciler.reconcile(await _job(parts, "aged-3"))
     assert counting.dry_runs[2:] == ["aged-3-worker-0", "aged-3-worker-0"]  # asked again
 
 
 async def test_a_create_refused_as_sent_is_not_retried_with_backoff(
-    lane: Lane, client: KubeClient
+    parts: OperatorParts, client: KubeClient
 ) -> None:
     # A job already admitted (its pods were checked before, e.g. by an earlier operator
     # process) whose next pod is refused: the dry run is skipped, the create meets 422.
     counting = CountingDryRuns(client)
     dry_run = DryRun(counting)  # type: ignore[arg-type]
-    reconciler = _reconciler(lane, counting, dry_run)
-    key = await _job(lane, "refused", _BAD_MOUNT)
-    cached = lane.jobs.get(key)
+    reconciler = _reconciler(parts, counting, dry_run)
+    key = await _job(parts, "refused", _BAD_MOUNT)
+    cached = parts.jobs.get(key)
     assert cached is not None
     dry_run._remember(cached.metadata.uid)  # admitted before
     with pytest.raises(PermanentError) as raised:
         await reconciler.reconcile(key)
     assert "422" in str(raised.value)
     assert not counting.dry_runs
-    assert lane.parts.caches.pods.get(f"{lane.namespace}/refused-worker-0") is None
+    assert parts.operator.caches.pods.get(f"{parts.namespace}/refused-worker-0") is None
