@@ -9,14 +9,19 @@ test starts (the informers, ``start(...)``) runs.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from testkit.helpers import tfjob, until
 from testkit.operators import replica
 from tfjob.api.types import JobStatus, TFJob
+from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import decode_tfjob
+from tfjob.runtimes.kubernetes.dry_run import DryRun
 from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
+from tfjob.runtimes.kubernetes.reconciler import Reconciler
 from tfjob.runtimes.kubernetes.resources import TFJOBS
 
 
@@ -42,6 +47,27 @@ class OperatorParts:
     def sent(self, method: str) -> list[int]:
         """The codes of the requests sent with `method`."""
         return [code for m, code in self.requests if m == method]
+
+    def reconciler(
+        self,
+        *,
+        client: Any = None,
+        clock: Callable[[], datetime] | None = None,
+        dry_run: DryRun | None = None,
+    ) -> Reconciler:
+        """A reconciler on these parts; `client` (e.g. one that injects faults), `clock`
+        and `dry_run` replace the operator's."""
+        operator = self.operator
+        return Reconciler(
+            client=client or self.client,
+            caches=operator.caches,
+            recorder=operator.recorder,
+            metrics=operator.metrics,
+            settings=Settings(),
+            writes=operator.writes,
+            clock=clock or (lambda: datetime.now(UTC)),
+            dry_run=dry_run,
+        )
 
     def start(self, *work: Any) -> None:
         self.tasks += [asyncio.create_task(w) for w in work]

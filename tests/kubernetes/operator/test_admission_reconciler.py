@@ -29,11 +29,9 @@ from testkit.operator_parts import OperatorParts
 from testkit.operators import replica
 from tfjob.api.errors import PermanentError
 from tfjob.api.types import JobStatus
-from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes import reconciler as reconciler_module
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
 from tfjob.runtimes.kubernetes.dry_run import DryRun
-from tfjob.runtimes.kubernetes.reconciler import Reconciler
 from tfjob.runtimes.kubernetes.resources import TFJOBS
 
 # A mount of a volume the pod does not have: the TFJob's schema cannot see it, the
@@ -80,24 +78,11 @@ class CountingDryRuns:
         return getattr(self._real, name)
 
 
-def _reconciler(parts: OperatorParts, client: Any, dry_run: DryRun | None = None) -> Reconciler:
-    operator = parts.operator
-    return Reconciler(
-        dry_run=dry_run,
-        client=client,
-        caches=operator.caches,
-        recorder=operator.recorder,
-        metrics=operator.metrics,
-        settings=Settings(),
-        writes=operator.writes,
-    )
-
-
 async def test_a_transient_dry_run_error_is_retried_not_failed(
     parts: OperatorParts, client: KubeClient
 ) -> None:
     flaky = FailingDryRuns(client, failures=1)
-    reconciler = _reconciler(parts, flaky)
+    reconciler = parts.reconciler(client=flaky)
     await parts.job("flaky")
     key = f"{parts.namespace}/flaky"
     with pytest.raises(ApiError):
@@ -114,7 +99,7 @@ async def test_an_exception_while_reading_the_spec_fails_the_job(
         raise KeyError("containerPort")
 
     monkeypatch.setattr(reconciler_module, "decide", unreadable)
-    reconciler = _reconciler(parts, client)
+    reconciler = parts.reconciler(client=client)
     await parts.job("unreadable")
     key = f"{parts.namespace}/unreadable"
     await reconciler.reconcile(key)  # no exception: no retry loop
@@ -148,7 +133,7 @@ async def test_a_job_like_one_just_admitted_sends_no_dry_run(
     parts: OperatorParts, client: KubeClient
 ) -> None:
     counting = CountingDryRuns(client)
-    reconciler = _reconciler(parts, counting, DryRun(counting))  # type: ignore[arg-type]
+    reconciler = parts.reconciler(client=counting, dry_run=DryRun(counting))  # type: ignore[arg-type]
     await reconciler.reconcile(await _job(parts, "twin-1"))
     assert sorted(counting.dry_runs) == ["twin-1-worker-0", "twin-1-worker-0"]  # pod, service
     await reconciler.reconcile(await _job(parts, "twin-2"))  # same template, same shape
@@ -178,7 +163,7 @@ async def test_an_accepted_verdict_stands_only_for_its_time(
     counting = CountingDryRuns(client)
     now = [0.0]
     dry_run = DryRun(counting, ttl=60.0, clock=lambda: now[0])  # type: ignore[arg-type]
-    reconciler = _reconciler(parts, counting, dry_run)
+    reconciler = parts.reconciler(client=counting, dry_run=dry_run)
     await reconciler.reconcile(await _job(parts, "aged-1"))
     now[0] = 59.0
     await reconciler.reconcile(await _job(parts, "aged-2"))
@@ -195,7 +180,7 @@ async def test_a_create_refused_as_sent_is_not_retried_with_backoff(
     # process) whose next pod is refused: the dry run is skipped, the create meets 422.
     counting = CountingDryRuns(client)
     dry_run = DryRun(counting)  # type: ignore[arg-type]
-    reconciler = _reconciler(parts, counting, dry_run)
+    reconciler = parts.reconciler(client=counting, dry_run=dry_run)
     key = await _job(parts, "refused", _BAD_MOUNT)
     cached = parts.jobs.get(key)
     assert cached is not None

@@ -26,27 +26,12 @@ from testkit.operator_parts import OperatorParts
 from testkit.operators import replica
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.types import JobCondition, JobStatus, TFJob
-from tfjob.core.settings import Settings
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.consistency import Held, JobView
-from tfjob.runtimes.kubernetes.reconciler import Reconciler
 from tfjob.runtimes.kubernetes.resources import TFJOBS
 from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-
-
-def _reconciler(parts: OperatorParts, now: list[datetime]) -> Reconciler:
-    operator = parts.operator
-    return Reconciler(
-        client=parts.client,
-        caches=operator.caches,
-        recorder=operator.recorder,
-        metrics=operator.metrics,
-        settings=Settings(),
-        writes=operator.writes,
-        clock=lambda: now[0],
-    )
 
 
 def _theirs() -> JobStatus:
@@ -73,7 +58,7 @@ async def test_a_job_is_held_until_the_caches_show_its_writes(fake_parts: Operat
     and no status (and stamp startTime and Created again, 10 s later)."""
     parts = fake_parts
     now = [START]
-    reconciler = _reconciler(parts, now)
+    reconciler = parts.reconciler(clock=lambda: now[0])
     await parts.job("held")
     key = f"{parts.namespace}/held"
     await parts.pause()
@@ -109,7 +94,7 @@ async def test_a_restart_is_counted_before_its_pod_is_deleted_and_only_once(
     """A failed pod under ExitCode: its failure is written (restartCount, its UID in
     countedPods) before the pod is deleted, and the job is held until the cache shows
     the pod gone; the next reconcile makes its replacement and counts nothing again."""
-    reconciler = _reconciler(parts, [START])
+    reconciler = parts.reconciler(clock=lambda: START)
     manifest = tfjob("restart", parts.namespace, {"Worker": replica(1, "ExitCode")})
     await client.create(TFJOBS, parts.namespace, manifest)
     key = f"{parts.namespace}/restart"
@@ -148,7 +133,7 @@ async def test_a_hold_ends_after_its_timeout_when_the_watch_never_shows_the_writ
 ) -> None:
     parts = fake_parts
     parts.caches.hold_seconds = 0.3
-    reconciler = _reconciler(parts, [START])
+    reconciler = parts.reconciler(clock=lambda: START)
     await parts.job("lost")
     key = f"{parts.namespace}/lost"
     await parts.pause()  # as if the watch events were lost
@@ -167,7 +152,7 @@ async def test_a_status_changed_by_someone_else_is_not_overwritten(
     fake_parts: OperatorParts, api: FakeApi
 ) -> None:
     parts = fake_parts
-    reconciler = _reconciler(parts, [START])
+    reconciler = parts.reconciler(clock=lambda: START)
     await parts.job("conflict")
     key = f"{parts.namespace}/conflict"
     await parts.pause()
@@ -188,7 +173,7 @@ async def test_a_metadata_change_meanwhile_does_not_stop_the_status(
     fake_parts: OperatorParts,
 ) -> None:
     parts = fake_parts
-    reconciler = _reconciler(parts, [START])
+    reconciler = parts.reconciler(clock=lambda: START)
     await parts.job("relabelled")
     await parts.pause()
     labels = {"metadata": {"labels": {"team": "x"}}}
