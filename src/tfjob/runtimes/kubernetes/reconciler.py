@@ -27,7 +27,7 @@ import structlog
 from tfjob.api import constants as c
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.observed import Pod
-from tfjob.api.types import JobStatus, ObjectMeta, TFJob
+from tfjob.api.types import ObjectMeta, TFJob
 from tfjob.core import conditions
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
@@ -102,9 +102,7 @@ DONE = Result()
 
 @dataclass(frozen=True)
 class WriteStatus:
-    """The plan's status, as a step among its actions (see `_steps`)."""
-
-    status: JobStatus
+    """The plan's status write, as a step among its actions (see `_steps`)."""
 
 
 Step = Action | WriteStatus
@@ -349,7 +347,7 @@ def _steps(plan: Plan) -> list[Step]:
     actions: list[Step] = list(plan.actions)
     if not plan.status_changed:
         return actions
-    write = WriteStatus(plan.status)
+    write = WriteStatus()
     if plan.status_first:
         return [write, *actions]
     for at, action in enumerate(actions):
