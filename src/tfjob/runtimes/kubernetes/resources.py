@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tfjob.api import constants as c
+from tfjob.api.kinds import KindDeclaration
 
 
 @dataclass(frozen=True)
@@ -44,3 +45,13 @@ LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 
 # Everything the operator made carries this label; informers watch only these.
 OWNED_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.CONTROLLER_NAME}"
+
+
+def jobs_of(kind: KindDeclaration) -> Resource:
+    """The resource of one kind's jobs: `tfjobs.kubeflow.org`, `pytorchjobs.kubeflow.org`."""
+    return Resource(kind.group, kind.version, kind.plural)
+
+
+def owned_by(kind: KindDeclaration) -> str:
+    """The label selector of the pods and services made for one kind's jobs."""
+    return f"{c.LABEL_OPERATOR_NAME}={kind.controller_name}"
