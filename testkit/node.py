@@ -179,10 +179,15 @@ def _setns(fd: int) -> None:
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
+#: The network namespace the thread was in before ``entered`` (for ``run_outside``).
+_OUTSIDE: list[int] = []
+
+
 @contextlib.contextmanager
 def entered(netns: str) -> Iterator[None]:
     """The calling thread inside network namespace ``netns`` for the ``with`` block."""
     here = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    _OUTSIDE.append(here)
     try:
         target = os.open(f"/run/netns/{netns}", os.O_RDONLY)
         try:
@@ -194,7 +199,17 @@ def entered(netns: str) -> Iterator[None]:
         finally:
             _setns(here)
     finally:
+        _OUTSIDE.remove(here)
         os.close(here)
+
+
+def run_outside(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run`` in the network namespace the node was started from: what
+    needs the machine's network (an image build that downloads packages)."""
+    if not _OUTSIDE:
+        return subprocess.run(args, text=True, **kwargs)
+    fd = _OUTSIDE[0]
+    return subprocess.run(args, text=True, preexec_fn=lambda: _setns(fd), **kwargs)
 
 
 def _die_with_parent(parent_pid: int) -> None:

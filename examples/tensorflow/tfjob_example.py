@@ -17,8 +17,10 @@ import argparse
 import hashlib
 import json
 import os
+import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,8 @@ import tensorflow as tf
 REPORT_PREFIX = "TFJOB_REPORT "
 # Not TFJOB_*: tfjob run does not pass variables of that prefix on to replicas.
 MODEL_DIR_ENV = "MODEL_DIR"
+#: Overrides the run id (`run_id`), e.g. with a value the submitter makes per run.
+RUN_ID_ENV = "RUN_ID"
 
 FEATURES = 8
 EXAMPLES = 4096
@@ -105,15 +109,42 @@ def model_dir(explicit: str | None) -> Path:
     `<base>` is the flag, else $MODEL_DIR, else `<tmp>/tfjob-examples`. The sub-folder
     must be the same for every replica of one run (the evaluator reads what the chief
     writes) and new for each run (the evaluator must not score an earlier run's
-    checkpoints). The cluster addresses in TF_CONFIG have exactly that property: the
-    runtime picks fresh ports per run and gives the same list to every replica.
+    checkpoints, nor the chief report an earlier run's loss): see `run_id`.
     """
     base = explicit or os.environ.get(MODEL_DIR_ENV)
     root = Path(base) if base else Path(tempfile.gettempdir()) / "tfjob-examples"
+    job = (os.environ.get("TFJOB_POD_NAME") or socket.gethostname()).rsplit("-", 2)[0]
+    return root / f"{job}-{run_id()}"
+
+
+def run_id(wait_seconds: float = 120.0) -> str:
+    """The same for every replica of one run, new for each run; $RUN_ID if set.
+
+    A hash of TF_CONFIG's cluster and of the address the lead task (the chief, else
+    worker 0) resolves to. Locally the cluster alone would do: the runtime picks fresh
+    ports per run. On Kubernetes it would not: the addresses are Service names, the
+    same every time a job of that name runs in that namespace. There the lead's name
+    resolves to its pod's IP, new with each pod, which every replica looks up through
+    the cluster's DNS (waiting until the name is known, as a pod's record appears once
+    the pod has its address).
+    """
+    if os.environ.get(RUN_ID_ENV):
+        return os.environ[RUN_ID_ENV]
     cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
-    digest = hashlib.sha256(json.dumps(cluster, sort_keys=True).encode()).hexdigest()[:12]
-    job = os.environ.get("TFJOB_POD_NAME", "local-x-0").rsplit("-", 2)[0]
-    return root / f"{job}-{digest}"
+    lead = (cluster.get("chief") or cluster.get("worker") or [""])[0]
+    host = lead.rsplit(":", 1)[0]
+    address = ""
+    deadline = time.monotonic() + wait_seconds
+    while host:
+        try:
+            address = socket.gethostbyname(host)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    key = json.dumps({"cluster": cluster, "lead": address}, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:
