@@ -17,6 +17,7 @@ from testkit.builders import (
     run,
     services,
 )
+from tfjob.core.cleanup import FINISHING_GRACE_SECONDS
 from tfjob.core.plan import CreatePod, CreateService, DeleteJob, DeletePod, DeleteService
 
 BACKOFF = "Job test-tfjob has failed because it has reached the specified backoff limit"
@@ -223,7 +224,11 @@ class TestCleanPodPolicy:
         tfjob = job(
             Worker=replica(2), PS=replica(2), run_policy=run_policy, status=finished_status()
         )
-        plan = run(tfjob, self.observed, services("worker", 2) + services("ps", 2))
+        # Past the grace Running gives a succeeded job's running pods.
+        finished_a_while_ago = later(FINISHING_GRACE_SECONDS)
+        plan = run(
+            tfjob, self.observed, services("worker", 2) + services("ps", 2), finished_a_while_ago
+        )
         assert sorted(a.name for a in actions_of(plan, DeletePod)) == deleted
         assert sorted(a.name for a in actions_of(plan, DeleteService)) == deleted
 
@@ -248,12 +253,42 @@ class TestCleanPodPolicy:
         ) == (0, 2)
         assert plan.status.replica_statuses["Worker"].succeeded == 2
 
-    def test_chief_success_cleans_running_ps_in_the_same_pass(self) -> None:
+    def test_chief_success_lets_running_replicas_end_by_themselves_first(self) -> None:
+        """(better) cleanPodPolicy Running waits FINISHING_GRACE_SECONDS after success: a
+        worker finishing its last step keeps its pod (and log); a PS still serving then
+        goes. Upstream deletes both in the pass after the success."""
+        tfjob = job(
+            Chief=replica(1), PS=replica(1), Worker=replica(1),
+            run_policy={"cleanPodPolicy": "Running"},
+        )  # fmt: skip
+        chief = pod("chief", 0, "Succeeded", exit_code=0)
+        succeeded = run(tfjob, [chief, pod("ps", 0), pod("worker", 0)])
+        assert ("Succeeded", "True") in condition_types(succeeded)
+        assert actions_of(succeeded, DeletePod) == []
+        assert actions_of(succeeded, CreateService) == []
+        assert succeeded.requeue_after == FINISHING_GRACE_SECONDS
+
+        stored = advance(tfjob, succeeded)
+        finished_worker = pod("worker", 0, "Succeeded", exit_code=0)
+        meanwhile = run(stored, [chief, pod("ps", 0), finished_worker], now=later(2))
+        assert actions_of(meanwhile, DeletePod) == []
+        assert meanwhile.requeue_after == FINISHING_GRACE_SECONDS - 2
+
+        after = run(stored, [chief, pod("ps", 0), finished_worker], now=later(5))
+        assert [a.name for a in actions_of(after, DeletePod)] == ["test-tfjob-ps-0"]
+
+    def test_pending_pods_of_a_succeeded_job_go_at_once(self) -> None:
         tfjob = job(Chief=replica(1), PS=replica(1), run_policy={"cleanPodPolicy": "Running"})
-        plan = run(tfjob, [pod("chief", 0, "Succeeded", exit_code=0), pod("ps", 0)])
-        assert ("Succeeded", "True") in condition_types(plan)
+        chief = pod("chief", 0, "Succeeded", exit_code=0)
+        plan = run(tfjob, [chief, pod("ps", 0, "Pending")])
         assert [a.name for a in actions_of(plan, DeletePod)] == ["test-tfjob-ps-0"]
-        assert actions_of(plan, CreateService) == []
+        assert plan.requeue_after is None
+
+    def test_a_failed_job_stops_its_running_pods_at_once(self) -> None:
+        tfjob = job(Worker=replica(2), run_policy={"cleanPodPolicy": "Running"})
+        failed = run(tfjob, [pod("worker", 0, "Failed", exit_code=1), pod("worker", 1)])
+        assert ("Failed", "True") in condition_types(failed)
+        assert [a.name for a in actions_of(failed, DeletePod)] == ["test-tfjob-worker-1"]
 
 
 class TestSuspend:

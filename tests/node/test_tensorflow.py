@@ -1,0 +1,182 @@
+"""The TensorFlow examples made for clusters (examples/tensorflow/cluster/) train for
+real across pods on the node: an image holding tensorflow-cpu and the code, TF_CONFIG
+naming the replicas' headless Services, resolved by CoreDNS, the operator from its
+image deciding the outcome. Followed live with `tfjob submit --follow` on a terminal,
+read back with `tfjob logs`; the parameter-server job twice under one name, each run
+with its own checkpoints and results."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import Client, codecs
+
+from testkit.cluster_cli import Cli
+from testkit.node import Node
+from testkit.terminal import run_on_terminal
+from tests.node.conftest import EXAMPLES
+from tests.node.jobs import get_job, pods_of
+
+CLUSTER = EXAMPLES / "cluster"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+FOLLOW_LIMIT = 600.0
+
+
+@pytest.fixture
+def cli(node: Node, namespace: str, tmp_path: Path) -> Cli:
+    return Cli(node.kubeconfig_path, namespace, tmp_path)
+
+
+def reports(logs: str) -> dict[str, dict[str, Any]]:
+    """`[replica] TFJOB_REPORT {...}` lines of `tfjob logs`, by replica (the last one)."""
+    found: dict[str, dict[str, Any]] = {}
+    for line in logs.splitlines():
+        match = re.match(r"\[([a-z]+-\d+)\] TFJOB_REPORT (\{.*\})$", line)
+        if match:
+            found[match.group(1)] = json.loads(match.group(2))
+    return found
+
+
+def replicas_of(path: Path) -> list[str]:
+    spec = yaml.safe_load(path.read_text())["spec"]["tfReplicaSpecs"]
+    return [f"{kind.lower()}-{i}" for kind, r in spec.items() for i in range(r["replicas"])]
+
+
+@pytest.mark.timeout(2400)
+@pytest.mark.parametrize("example", ["multi_worker.yaml", "multi_worker_chief.yaml"])
+def test_multi_worker_trains_across_pods_followed_live_and_logs_read_after(
+    node: Node,
+    kube: Client,
+    installed_operator: dict[str, Any],
+    examples_image: str,
+    cli: Cli,
+    example: str,
+) -> None:
+    path = CLUSTER / example
+    name = yaml.safe_load(path.read_text())["metadata"]["name"]
+    replicas = replicas_of(path)
+
+    status, screen = run_on_terminal(cli.args("submit", str(path), "--follow"), FOLLOW_LIMIT)
+    text = ANSI.sub("", screen)
+    assert status == 0, text[-6000:]
+    # The live table, then every replica's own output as it trained.
+    assert f"TFJob {name}" in text and "REPLICA" in text and "RESTARTS" in text, text[-3000:]
+    for replica in replicas:
+        task, index = replica.split("-")
+        assert re.search(
+            rf"\[{replica}\].*{task}:{index} is_chief=\w+ loss [\d.]+ -> [\d.]+", text
+        ), (
+            replica,
+            text[-6000:],
+        )
+    assert "Succeeded" in text
+    assert get_job(kube, cli.namespace, name)["status"]["conditions"][-1]["type"] == "Succeeded"
+
+    # After the end, every replica's log is still there to read.
+    logs = cli("logs", name)
+    assert logs.returncode == 0, logs.stderr
+    found = reports(logs.stdout)
+    assert sorted(found) == sorted(replicas), logs.stdout[-3000:]
+    members = sorted(
+        a for r in found.values() for tasks in r["cluster_spec"].values() for a in tasks
+    )
+    for replica, report in found.items():
+        # TF_CONFIG as TensorFlow parsed it: Service names, resolved by the cluster's DNS.
+        assert report["pod_name"] == f"{name}-{replica}"
+        assert report["tfjob_port"] == "2222"
+        assert sorted(a for tasks in report["cluster_spec"].values() for a in tasks) == members
+        assert all(a.endswith(f".{cli.namespace}.svc:2222") for a in members), members
+        # The all-reduce crossed pods: the same global loss everywhere, and step 1 is
+        # gradient descent on every shard's batch, not on this replica's own.
+        assert report["losses"] == next(iter(found.values()))["losses"]
+        assert report["losses"][-1] < report["losses"][0] / 10
+        assert report["step1_diff_vs_global_batch"] < 1e-4 < report["step1_diff_vs_own_shard"]
+    # Every replica ran in a pod of its own, and the finished pods are kept (their logs
+    # with them) although cleanPodPolicy is Running: they had finished.
+    pods = pods_of(kube, cli.namespace, name)
+    assert [p.metadata.name for p in pods] == sorted(f"{name}-{r}" for r in replicas)
+    assert all(p.status.phase == "Succeeded" for p in pods), [p.status.phase for p in pods]
+    assert len({p.status.podIP for p in pods}) == len(replicas)
+
+
+def _model_volume(node: Node, kube: Client, namespace: str) -> None:
+    """The example's ReadWriteMany claim, served on this one node by a hostPath volume."""
+    folder = node.folder / f"models-{namespace}"  # type: ignore[operator]
+    kube.create(
+        codecs.from_dict(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"models-{namespace}"},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "claimRef": {"namespace": namespace, "name": "tfjob-models"},
+                    "hostPath": {"path": str(folder), "type": "DirectoryOrCreate"},
+                },
+            }
+        )
+    )
+    claim = yaml.safe_load((CLUSTER / "model-volume.yaml").read_text())
+    claim["metadata"]["namespace"] = namespace
+    kube.create(codecs.from_dict(claim))
+
+
+def _ps_run(cli: Cli, kube: Client, name: str) -> dict[str, dict[str, Any]]:
+    """Submit the PS example, follow it (plain lines) to the end, read its reports."""
+    status, screen = run_on_terminal(
+        [*cli.args("submit", str(CLUSTER / "parameter_server.yaml"), "--follow")], FOLLOW_LIMIT
+    )
+    text = ANSI.sub("", screen)
+    assert status == 0, text[-6000:]
+    logs = cli("logs", name)
+    assert logs.returncode == 0, logs.stderr
+    return reports(logs.stdout)
+
+
+@pytest.mark.timeout(2400)
+def test_parameter_server_twice_under_one_name_keeps_each_run_to_itself(
+    node: Node,
+    kube: Client,
+    installed_operator: dict[str, Any],
+    examples_image: str,
+    cli: Cli,
+) -> None:
+    name = "tf-parameter-server"
+    _model_volume(node, kube, cli.namespace)
+
+    first = _ps_run(cli, kube, name)
+    assert cli("delete", name, "--wait").returncode == 0
+    deadline = time.monotonic() + 120
+    while pods_of(kube, cli.namespace, name):
+        assert time.monotonic() < deadline, "the first run's pods are not gone"
+        time.sleep(0.5)
+    second = _ps_run(cli, kube, name)
+
+    for run in (first, second):
+        chief, evaluator = run["chief-0"], run["evaluator-0"]
+        # Variables sharded over both PS, steps run by both workers, across pods.
+        devices = chief["variable_devices"]
+        assert all(d.startswith("/job:ps/") for d in devices), devices
+        assert {re.search(r"task:(\d+)", d).group(1) for d in devices} == {"0", "1"}  # type: ignore[union-attr]
+        assert len(chief["steps_per_pipeline"]) == 2 and chief["all_workers_in_last_round"]
+        assert chief["global_step"] >= 400
+        # The evaluator scored this run's final checkpoint, in this run's folder.
+        assert evaluator["model_dir"] == chief["model_dir"]
+        assert chief["final_eval_step"] == chief["global_step"]
+        assert chief["final_eval_loss"] == evaluator["losses"][-1]
+        assert evaluator["evaluations"][0]["step"] <= chief["global_step"]
+        assert chief["checkpoint"].startswith(chief["model_dir"])
+    # Two runs, two folders, two results: nothing of the first read by the second.
+    assert first["chief-0"]["model_dir"] != second["chief-0"]["model_dir"]
+    assert first["chief-0"]["losses"] != second["chief-0"]["losses"]
+    assert first["evaluator-0"]["evaluations"] != second["evaluator-0"]["evaluations"]
+    steps = [e["step"] for e in second["evaluator-0"]["evaluations"]]
+    assert steps == sorted(steps) and steps[-1] == second["chief-0"]["global_step"]
