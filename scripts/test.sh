@@ -27,6 +27,15 @@ if [ "${CI:-}" = "true" ] || [ "${TFJOB_INSTALL_IMAGE_TOOLS:-}" = "1" ]; then
     echo "image base: $(scripts/image.sh base | tail -n 1)"
 fi
 
+# The real node (tests/node, marker `node`): kubelet, kube-proxy, containerd, CoreDNS and
+# a static pause image, built from Go modules and C and cached beside the control plane
+# (built after it, so kubelet reuses its Go build cache), with Debian's runc and CNI
+# plugins, which CI (or TFJOB_INSTALL_NODE_TOOLS=1) installs here. Elsewhere the node
+# tests build what they can at collection and skip, with the reason, what they cannot.
+if [ "${CI:-}" = "true" ] || [ "${TFJOB_INSTALL_NODE_TOOLS:-}" = "1" ]; then
+    echo "node parts: $(tools/node/build.sh | tail -n 1)"
+fi
+
 ruff check .
 ruff format --check .
 mypy
