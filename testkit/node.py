@@ -979,6 +979,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
             self._netns_context = None
         if self.netns:
             _run("ip", "netns", "delete", self.netns, check=False)
+        self._remove_netns_folder()
         if not self.keep_folder:
             shutil.rmtree(folder, ignore_errors=True)
         self.folder = None
@@ -1048,14 +1049,16 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
             path = Path(made)
             if not path.exists():
                 continue
-            if made == "/run/netns":
-                # `ip netns add` made it a mount of itself; only when no namespace is left.
-                if not any(path.iterdir()):
-                    _libc().umount2(made.encode(), _MNT_DETACH)
-                    with contextlib.suppress(OSError):
-                        path.rmdir()
-                continue
-            shutil.rmtree(path, ignore_errors=True)
+            if made != "/run/netns":  # that one goes after the namespace (stop())
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _remove_netns_folder(self) -> None:
+        """/run/netns, if the node made it: `ip netns add` made it a mount of itself."""
+        path = Path("/run/netns")
+        if "/run/netns" in self._created_dirs and path.is_dir() and not any(path.iterdir()):
+            _libc().umount2(b"/run/netns", _MNT_DETACH)
+            with contextlib.suppress(OSError):
+                path.rmdir()
 
     # -- by hand -----------------------------------------------------------------------
 
