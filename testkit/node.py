@@ -385,6 +385,7 @@ class Node:
     def start(self) -> Node:
         started = time.monotonic()
         assets = self.assets
+        reap_orphans()
         if self._requested_folder is not None:
             self.folder = self._requested_folder
             self.folder.mkdir(parents=True, exist_ok=False)
@@ -467,6 +468,7 @@ class Node:
             "created_dirs": self._created_dirs,
             "pids": {n: p.pid for n, p in self._procs.items()} or self.pids,
             "owner": os.getpid(),
+            "detached": self.detached,
         }
         self._path(_STATE_FILE).write_text(json.dumps(state, indent=2))
 
@@ -1081,6 +1083,21 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def reap_orphans() -> list[Path]:
+    """Remove the nodes of test runs that died without stopping them (a killed pytest:
+    its children died with it, but containers, mounts, cgroups and the namespace stay).
+    Nodes started by hand (`up`) are left alone. Returns the folders reaped."""
+    reaped = []
+    for state in Path("/tmp").glob(f"tfn-*/{_STATE_FILE}"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            owner = json.loads(state.read_text())
+            if owner.get("detached") or _alive(int(owner["owner"])):
+                continue
+            Node.attach(state.parent).stop()
+            reaped.append(state.parent)
+    return reaped
 
 
 def _alive(pid: int) -> bool:
