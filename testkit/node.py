@@ -399,7 +399,7 @@ class Node:
         for sub in ("logs", "pki", "containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs"):
             self._path(sub).mkdir(parents=True, exist_ok=True)
         try:
-            self._save_sysctls()
+            self._save_host_state()
             self._make_netns()
             self._make_cgroups()
             self._save_state()
@@ -422,7 +422,8 @@ class Node:
         self.timings["node"] = time.monotonic() - started
         return self
 
-    def _save_sysctls(self) -> None:
+    def _save_host_state(self) -> None:
+        """What stop() restores: the global sysctls and which host folders existed."""
         self._created_dirs = [d for d in HOST_DIRS if not Path(d).exists()]
         for name in GLOBAL_SYSCTLS:
             with contextlib.suppress(OSError):
