@@ -951,10 +951,11 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
 
     # -- stop --------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop everything and remove every trace (see the module docstring)."""
+    def stop(self) -> list[str]:
+        """Stop everything and remove every trace (see the module docstring); what is
+        left all the same (`traces`), which should be nothing."""
         if self.folder is None:
-            return
+            return []
         folder = self.folder
         # 1. kubelet first (it would restart what we kill), then every container: the
         #    processes in the node's cgroups, and the shims (named by our socket dir).
@@ -986,6 +987,33 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
         if not self.keep_folder:
             shutil.rmtree(folder, ignore_errors=True)
         self.folder = None
+        return self.traces(folder)
+
+    def traces(self, folder: Path) -> list[str]:
+        """What a node stopped from ``folder`` left on the machine."""
+        found = []
+        if Path(f"/run/netns/{self.netns}").exists():
+            found.append(f"network namespace {self.netns}")
+        if not self.keep_folder and folder.exists():
+            found.append(f"folder {folder}")
+        found += [f"mount {m}" for m in _mounts_under(folder)]
+        found += [f"cgroup {d}" for d in self._cgroup_dirs() if d.exists()]
+        found += [f"process {pid}" for pid in _processes_with(str(folder))]
+        found += [f"process {pid} in cgroup" for pid in _processes_with(self.cgroup)]
+        for name, value in self._sysctls.items():
+            with contextlib.suppress(OSError):
+                now = Path("/proc/sys", name).read_text().strip()
+                if now != value:
+                    found.append(f"sysctl {name} = {now}, was {value}")
+        found += [f"host folder {d}" for d in self._created_dirs if Path(d).exists()]
+        links = Path("/var/log/containers")
+        if links.is_dir():
+            found += [
+                f"link {link}"
+                for link in links.iterdir()
+                if link.is_symlink() and os.readlink(link).startswith(str(folder))
+            ]
+        return found
 
     def _stop_part(self, name: str) -> None:
         proc = self._procs.pop(name, None)
@@ -1154,7 +1182,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:24} {state:8} pid {pid}")
         print(f"network namespace {node.netns}, folder {folder}, kubeconfig {node.kubeconfig_path}")
         return 0 if node.running else 1
-    node.stop()
+    left = node.stop()
+    if left:
+        print(f"node in {folder} stopped; left behind: {', '.join(left)}", file=sys.stderr)
+        return 1
     print(f"node in {folder} stopped and removed")
     return 0
 

@@ -106,7 +106,10 @@ def node(request: pytest.FixtureRequest) -> Iterator[Node]:
         yield started
     finally:
         _RUNNING.pop("node", None)
-        started.stop()
+        left = started.stop()
+    # Torn down without a trace: no namespace, mount, cgroup, process, host folder or
+    # rewritten sysctl of the node's is left on the machine.
+    assert left == [], f"the node left behind: {left}"
 
 
 @pytest.fixture(scope="package")
