@@ -120,10 +120,12 @@ def service_account_kubeconfig(
 def job_runs_to_success(jobs: Jobs, kubelet: FakeKubelet, name: str) -> None:
     """A one-worker TFJob: the operator creates its pod and service, the pod runs and
     succeeds, and the operator marks the job Succeeded."""
+    # The operator's own Service is there too when it is installed in this namespace.
+    others = set(jobs.services())
     jobs.create(name, {"Worker": replica(1)})
     pod = f"{name}-worker-0"
     jobs.wait_pods({pod}, timeout=30)
-    jobs.wait_services({pod}, timeout=30)
+    jobs.wait_services(others | {pod}, timeout=30)
     kubelet.run(jobs.namespace, pod)
     jobs.wait_condition(name, "Running", timeout=30)
     kubelet.succeed(jobs.namespace, pod)
