@@ -32,12 +32,25 @@ class KindDeclaration:
     port: int
     default_restart_policy: str
     controller_name: str  # the training.kubeflow.org/operator-name label value
+    # The `framework` label of upstream's job metrics: "pytorch" for PyTorchJob.
+    framework_name: str = ""
     # The replica types an error message suggests, most common first.
     example_types: tuple[str, ...]
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+    @property
+    def scheme(self) -> str:
+        """The kind's name for Kubeflow's `--enable-scheme`: "pytorchjob"."""
+        return self.kind.lower()
+
+    @property
+    def metrics_name(self) -> str:
+        """The metrics' `framework` label: `framework_name`, else the kind without
+        "Job" in lower case (PyTorchJob: "pytorch")."""
+        return self.framework_name or self.kind.removesuffix("Job").lower()
 
     def reason(self, what: str) -> str:
         """An event or condition reason with the kind's name: `TFJobRunning`."""

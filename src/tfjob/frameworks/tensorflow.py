@@ -51,6 +51,7 @@ class TensorFlow(Framework[TFJob]):
     port = c.DEFAULT_PORT
     default_restart_policy = c.DEFAULT_RESTART_POLICY
     controller_name = c.CONTROLLER_NAME
+    framework_name = "tensorflow"
     owned_env = ("TF_CONFIG",)
 
     def default_spec(self, spec: TFJobSpec) -> TFJobSpec:

@@ -28,26 +28,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tfjob.api import constants as c
+from tfjob.api.kinds import KindDeclaration
 from tfjob.api.observed import Pod, Service
 from tfjob.runtimes.kubernetes.decode import CachedJob
 from tfjob.runtimes.kubernetes.informer import Informer, is_newer, object_key
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource, jobs_of
 
 HOLD_SECONDS = 15.0
 JOB_INDEX = "job"  # the pods and services caches' index by owning job key
 
 
-def owning_job(obj: Pod | Service) -> str | None:
-    """`namespace/name` of the TFJob a pod or service belongs to.
+def owning_job(obj: Pod | Service, kind: KindDeclaration) -> str | None:
+    """`namespace/name` of the job of `kind` a pod or service belongs to.
 
     The controller ownerReference decides; an object controlled by something else is
     not ours. Without one, the job-name label names the job (so a job still sees, and
-    never duplicates, a labelled object whose ownerReference was lost).
+    never duplicates, a labelled object whose ownerReference was lost; the caches hold
+    only objects labelled with the kind's operator name).
     """
     meta = obj.metadata
     for ref in meta.owner_references:
         if ref.controller:
-            if ref.kind == c.KIND and ref.api_version == c.API_VERSION:
+            if ref.kind == kind.kind and ref.api_version == kind.api_version:
                 return object_key(meta.namespace, ref.name)
             return None
     label = meta.labels.get(c.LABEL_JOB_NAME)
@@ -85,10 +87,11 @@ class _Hold:
 
 
 class JobCaches:
-    """The jobs, pods and services caches, read one job at a time."""
+    """One kind's jobs, pods and services caches, read one job at a time."""
 
     def __init__(
         self,
+        kind: KindDeclaration,
         jobs: Informer[CachedJob],
         pods: Informer[Pod],
         services: Informer[Service],
@@ -96,16 +99,21 @@ class JobCaches:
         hold_seconds: float = HOLD_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.kind = kind
         self.jobs = jobs
         self.pods = pods
         self.services = services
-        pods.add_index(JOB_INDEX, owning_job)
-        services.add_index(JOB_INDEX, owning_job)
+        pods.add_index(JOB_INDEX, self.owning_job)
+        services.add_index(JOB_INDEX, self.owning_job)
         self._informers: dict[Resource, Informer[CachedJob] | Informer[Pod] | Informer[Service]]
-        self._informers = {TFJOBS: jobs, PODS: pods, SERVICES: services}
+        self._informers = {jobs_of(kind): jobs, PODS: pods, SERVICES: services}
         self.hold_seconds = hold_seconds  # the longest a job is held
         self._clock = clock
         self._holds: dict[str, _Hold] = {}
+
+    def owning_job(self, obj: Pod | Service) -> str | None:
+        """The key of this kind's job that owns `obj` (`owning_job`)."""
+        return owning_job(obj, self.kind)
 
     def view(self, key: str) -> JobView | Held | None:
         """The job `key` with its pods and services; `Held` while the caches lag

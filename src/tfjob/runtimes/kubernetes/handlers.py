@@ -1,6 +1,6 @@
 """What each cache change means: which job to reconcile.
 
-Kept apart from the informer (which knows nothing about TFJobs) and from the
+Kept apart from the informer (which knows nothing about jobs) and from the
 reconciler (which only reads the caches), so the wiring is in one place. Every change
 of a job, or of a pod or service it owns, queues the job: level-triggered, the
 reconcile reads whatever the caches hold then.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tfjob.api.observed import Pod, Service
-from tfjob.runtimes.kubernetes.consistency import owning_job
+from tfjob.runtimes.kubernetes.consistency import JobCaches
 from tfjob.runtimes.kubernetes.decode import CachedJob
 from tfjob.runtimes.kubernetes.events import EventRecorder
 from tfjob.runtimes.kubernetes.informer import Handlers, key_of
@@ -24,9 +24,17 @@ Owned = TypeVar("Owned", Pod, Service)
 
 @dataclass
 class Wiring:
+    """One kind's caches to its queue."""
+
+    caches: JobCaches
     queue: WorkQueue
     recorder: EventRecorder
     metrics: Metrics
+
+    def wire(self) -> None:
+        self.caches.jobs.add_handlers(self.job_handlers())
+        self.caches.pods.add_handlers(self.owned_handlers(Pod))
+        self.caches.services.add_handlers(self.owned_handlers(Service))
 
     def job_handlers(self) -> Handlers[CachedJob]:
         return Handlers(
@@ -37,7 +45,7 @@ class Wiring:
         """Handlers for the pods (or services) cache; `_type` only pins the type."""
 
         def changed(obj: Owned) -> None:
-            job = owning_job(obj)
+            job = self.caches.owning_job(obj)
             if job is not None:
                 self.queue.add(job)
 
@@ -46,7 +54,8 @@ class Wiring:
     def _job_added(self, job: CachedJob) -> None:
         # A job seen for the first time (or relisted) waits behind reactions of jobs
         # already reconciled: see workqueue.py.
-        self.metrics.job(self.metrics.jobs_created, job.metadata.namespace)
+        framework = self.caches.kind.metrics_name
+        self.metrics.job(self.metrics.jobs_created, job.metadata.namespace, framework)
         self.queue.add_new(key_of(job))
 
     def _job_updated(self, _old: CachedJob, new: CachedJob) -> None:

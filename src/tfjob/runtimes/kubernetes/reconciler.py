@@ -1,4 +1,4 @@
-"""One reconcile of one TFJob on Kubernetes: observe, ask the core, act, record.
+"""One reconcile of one job on Kubernetes: observe, ask the core, act, record.
 
 The decisions are the core's (`tfjob.core.reconcile`); this module reads one job's
 view from the caches (consistency.py), turns the Plan into API calls in the order
@@ -21,13 +21,14 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
 from tfjob.api import constants as c
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.observed import Pod
-from tfjob.api.types import ObjectMeta, TFJob
+from tfjob.api.types import Job, ObjectMeta
 from tfjob.core import conditions
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
@@ -44,6 +45,7 @@ from tfjob.core.plan import (
 from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
 from tfjob.core.settings import Settings
+from tfjob.frameworks.framework import Framework
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
 from tfjob.runtimes.kubernetes.consistency import Held, JobCaches, JobView
@@ -52,7 +54,7 @@ from tfjob.runtimes.kubernetes.dry_run import DryRun
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.gang_groups import GangGroups
 from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource, jobs_of
 from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
 
 log = structlog.get_logger("tfjob.reconciler")
@@ -109,11 +111,12 @@ Step = Action | WriteStatus
 
 
 class Reconciler:
-    """Carries out the core's plans for one job at a time (per call)."""
+    """Carries out the core's plans for one kind's jobs, one job at a time (per call)."""
 
     def __init__(
         self,
         *,
+        kind: Framework[Any],
         client: KubeClient,
         caches: JobCaches,
         recorder: EventRecorder,
@@ -125,9 +128,11 @@ class Reconciler:
         gang: GangGroups | None = None,
         dry_run: DryRun | None = None,
     ) -> None:
+        self._kind = kind
+        self._jobs = jobs_of(kind)
         self._client = client
         self._caches = caches
-        self._status = StatusWriter(client)
+        self._status = StatusWriter(client, kind)
         self._recorder = recorder
         self._metrics = metrics
         self._settings = settings
@@ -158,7 +163,7 @@ class Reconciler:
     async def _carry_out(self, view: JobView) -> Result:
         job = view.job
         if isinstance(job, UndecodableJob):
-            readable = TFJob(metadata=job.metadata, status=job.status)
+            readable = self._kind.job_type(metadata=job.metadata, status=job.status)
             await self._reject(view, readable, job.error)
             return DONE
         groups = await self._gang.observe(*view.key.split("/", 1)) if self._gang else []
@@ -173,7 +178,7 @@ class Reconciler:
         if refusal is not None:
             await self._reject(view, job, refusal)
             return DONE
-        ref = _ref(job.metadata)
+        ref = self._ref(job.metadata)
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
         if not plan.status_changed:
@@ -183,20 +188,20 @@ class Reconciler:
             raise _failure(errors)
         return Result(requeue_after=None if job_deleted else plan.requeue_after)
 
-    async def _write_status(self, view: JobView, job: TFJob, plan: Plan) -> None:
+    async def _write_status(self, view: JobView, job: Job, plan: Plan) -> None:
         """Write the plan's status; the metrics that follow from it are counted once
         it is stored."""
         try:
             version = await self._status.write(job.metadata, job.status, plan.status)
         except StatusConflict as conflict:
-            view.wrote(TFJOBS, conflict.resource_version)
+            view.wrote(self._jobs, conflict.resource_version)
             raise
         if version is not None:
-            view.wrote(TFJOBS, version)
+            view.wrote(self._jobs, version)
             self._count(job, view.pods, plan)
 
-    def _count(self, job: TFJob, pods: list[Pod], plan: Plan) -> None:
-        ns = job.metadata.namespace
+    def _count(self, job: Job, pods: list[Pod], plan: Plan) -> None:
+        ns, framework = job.metadata.namespace, self._kind.metrics_name
         if not conditions.is_finished(job.status):
             failed = sum(1 for p in pods if p.status.phase == "Failed")
             if failed:
@@ -208,10 +213,11 @@ class Reconciler:
             if conditions.is_true(plan.status, condition_type) and not conditions.is_true(
                 job.status, condition_type
             ):
-                self._metrics.job(counter, ns)
+                self._metrics.job(counter, ns, framework)
+        restarting = self._kind.reason("Restarting")
         for event in plan.events:
-            if event.reason == "TFJobRestarting":
-                self._metrics.job(self._metrics.jobs_restarted, ns)
+            if event.reason == restarting:
+                self._metrics.job(self._metrics.jobs_restarted, ns, framework)
 
     # -- actions ----------------------------------------------------------------------
 
@@ -231,7 +237,7 @@ class Reconciler:
         for wave in _waves(_steps(plan)):
             first = wave[0]
             if isinstance(first, WriteStatus):
-                assert isinstance(view.job, TFJob)
+                assert isinstance(view.job, Job)
                 await self._write_status(view, view.job, plan)
                 continue
             with self._writes.acting():  # Events wait behind these
@@ -312,18 +318,18 @@ class Reconciler:
 
     async def _delete_job(self, ref: ObjectRef) -> Exception | None:
         try:
-            await self._client.delete(TFJOBS, ref.namespace, ref.name)
+            await self._client.delete(self._jobs, ref.namespace, ref.name)
         except (ApiError, TransportError) as error:
             self._recorder.record(ref, "Warning", "FailedDeleteJob", f"Error deleting: {error}")
             return error
         self._recorder.record(ref, "Normal", "SuccessfulDeleteJob", f"Deleted job: {ref.name}")
-        self._metrics.job(self._metrics.jobs_deleted, ref.namespace)
+        self._metrics.job(self._metrics.jobs_deleted, ref.namespace, self._kind.metrics_name)
         return None
 
     # -- jobs the model cannot read ---------------------------------------------------
 
     async def _admission_refusal(
-        self, job: TFJob, has_pods: bool, plan: Plan, pods: PodRenderer
+        self, job: Job, has_pods: bool, plan: Plan, pods: PodRenderer
     ) -> str | None:
         """The API server's refusal of this job's first pods (dry_run.py), if any."""
         uid = job.metadata.uid
@@ -331,11 +337,23 @@ class Reconciler:
             return None
         return await self._dry_run.refusal(job.metadata, plan.actions, pods)
 
-    async def _reject(self, view: JobView, job: TFJob, problems: str) -> None:
-        """Mark a TFJob that cannot run Failed, naming the field, instead of retrying
+    def _ref(self, meta: ObjectMeta) -> ObjectRef:
+        """The job as Events name it: its kind's, reported by its kind's controller."""
+        return ObjectRef(
+            namespace=meta.namespace,
+            name=meta.name,
+            uid=meta.uid,
+            resource_version=meta.resource_version,
+            kind=self._kind.kind,
+            api_version=self._kind.api_version,
+            reporter=self._kind.controller_name,
+        )
+
+    async def _reject(self, view: JobView, job: Job, problems: str) -> None:
+        """Mark a job that cannot run Failed, naming the field, instead of retrying
         it forever (the core decides the condition and the event)."""
         plan = reject(job, self._clock(), problems)
-        ref = _ref(job.metadata)
+        ref = self._ref(job.metadata)
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
         if plan.status_changed:
@@ -376,12 +394,3 @@ def _what(action: Action) -> tuple[Resource, str]:
     if isinstance(action, CreatePod | DeletePod):
         return PODS, "pod"
     return SERVICES, "service"
-
-
-def _ref(meta: ObjectMeta) -> ObjectRef:
-    return ObjectRef(
-        namespace=meta.namespace,
-        name=meta.name,
-        uid=meta.uid,
-        resource_version=meta.resource_version,
-    )
