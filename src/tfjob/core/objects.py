@@ -49,6 +49,13 @@ def replica_labels(job_name: str, replica_type: str, index: int, controller: str
     }
 
 
+def replica_selector(job_name: str, replica_type: str, controller: str) -> str:
+    """The label selector of one replica type's pods, as upstream writes it in a
+    replica status (keys sorted): what the scale subresource's labelSelectorPath reads."""
+    labels = {**base_labels(job_name, controller), c.LABEL_REPLICA_TYPE: replica_key(replica_type)}
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
 def is_master_role(job: Job, replica_type: str, index: int) -> bool:
     """Whether the pod carries job-role=master (the kind's rule: Chief/Master pods,
     without them Worker 0)."""

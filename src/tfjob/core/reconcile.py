@@ -24,7 +24,7 @@ from tfjob.api.types import Job, ReplicaStatus
 from tfjob.core import conditions, gang
 from tfjob.core import pods as podlib
 from tfjob.core.cleanup import cleanup_actions, suspend_actions
-from tfjob.core.objects import creation_events, desired_service
+from tfjob.core.objects import creation_events, desired_service, replica_selector
 from tfjob.core.pass_state import Pass
 from tfjob.core.plan import (
     CreateGroup,
@@ -272,6 +272,9 @@ def _reconcile_pods(state: Pass, rtype: str) -> None:
                 state.events.append(warning)
         elif len(group) == 1:
             _reconcile_pod(state, rtype, index, group[0], counts)
+    if state.framework.status_selector:
+        name, controller = state.job.metadata.name, state.framework.controller_name
+        counts.selector = replica_selector(name, rtype, controller)
     state.status.replica_statuses[rtype] = counts
 
 

@@ -125,3 +125,24 @@ class Framework(KindDeclaration, Generic[J]):
     def tolerates_failure(self, job: J, replica_type: str) -> bool:
         """Hook: whether a failed replica of this type leaves the job running."""
         return False
+
+    #: The conditions' messages by outcome ("running", "succeeded", "failed"), as
+    #: upstream words them for the kind; formatted with kind, name, namespace and, for
+    #: "failed", count and rtype. `master_messages` replace some when the job has a
+    #: master type (PyTorchJob's differ).
+    messages: dict[str, str] = {
+        "running": "{kind} {namespace}/{name} is running.",
+        "succeeded": "{kind} {namespace}/{name} successfully completed.",
+        "failed": "{kind} {namespace}/{name} has failed because {count} {rtype} replica(s) failed.",
+    }
+    master_messages: dict[str, str] = {}
+    #: Whether each replica type's status carries `selector` (its pods' label selector,
+    #: the scale subresource's labelSelectorPath): PyTorchJob's does, TFJob's does not.
+    status_selector: bool = False
+
+    def message(self, outcome: str, job: J, **values: object) -> str:
+        """The condition message of `outcome` for `job`, in the kind's words."""
+        texts = self.master_messages if self.has_master(job) else {}
+        template = texts.get(outcome) or self.messages[outcome]
+        meta = job.metadata
+        return template.format(kind=self.kind, name=meta.name, namespace=meta.namespace, **values)
