@@ -35,6 +35,9 @@ from tfjob.api.errors import FieldError
 
 TFJOB_SCHEMA = "tfjob-v1.json"
 PYTORCHJOB_SCHEMA = "pytorchjob-v1.json"
+JAXJOB_SCHEMA = "jaxjob-v1.json"
+XGBOOSTJOB_SCHEMA = "xgboostjob-v1.json"
+PADDLEJOB_SCHEMA = "paddlejob-v1.json"
 
 
 def check(
