@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generate the CRDs (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob) from tools/crd/*-crd.in.yaml and Kubernetes' schemas.
+"""Generate the CRDs of every kind (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob) from
+tools/crd/*-crd.in.yaml and Kubernetes' schemas.
 
 Every replica template is a PodTemplateSpec. Rather than copying its schema by hand (or
 keeping templates free-form, which lets the API server store jobs whose pods it will
