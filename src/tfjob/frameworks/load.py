@@ -27,8 +27,8 @@ _BASE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoad
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class _DuplicateKey(yaml.constructor.ConstructorError):
-    """A key given twice in one mapping."""
+# The context of the ConstructorError the strict loader raises for a key given twice.
+_DUPLICATE = "while constructing a mapping with a key given twice"
 
 
 class _StrictLoader(_BASE_LOADER):  # type: ignore[valid-type,misc]
@@ -44,8 +44,8 @@ class _StrictLoader(_BASE_LOADER):  # type: ignore[valid-type,misc]
             key = self.construct_object(key_node, deep=True)
             first = seen.setdefault(key, key_node) if _hashable(key) else key_node
             if first is not key_node:
-                raise _DuplicateKey(
-                    None,
+                raise yaml.constructor.ConstructorError(
+                    _DUPLICATE,
                     None,
                     f'key "{key}" already set in map (first at line {first.start_mark.line + 1})',
                     key_node.start_mark,
@@ -76,7 +76,9 @@ def parse_documents(text: str, source: str) -> list[dict[str, Any]]:
     """The non-empty documents of a YAML/JSON text, each a mapping."""
     try:
         documents = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
-    except _DuplicateKey as error:
+    except yaml.constructor.ConstructorError as error:
+        if error.context != _DUPLICATE:
+            raise _not_yaml(error, source) from None
         where = error.problem_mark
         at = f"line {where.line + 1}: " if where else ""
         raise InvalidJob(
@@ -92,13 +94,7 @@ def parse_documents(text: str, source: str) -> list[dict[str, Any]]:
             kind=_kind_named(text),
         ) from None
     except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise InvalidJob(
-            source,
-            [FieldError("(file)", f"not valid YAML or JSON{at}: {problem}", "fix the syntax")],
-        ) from None
+        raise _not_yaml(error, source) from None
     if not documents:
         raise InvalidJob(source, [FieldError("(file)", "contains no TFJob", "add a TFJob")])
     not_mappings = [i for i, d in enumerate(documents) if not isinstance(d, dict)]
@@ -115,6 +111,16 @@ def parse_documents(text: str, source: str) -> list[dict[str, Any]]:
             ],
         )
     return documents
+
+
+def _not_yaml(error: yaml.YAMLError, source: str) -> InvalidJob:
+    where = getattr(error, "problem_mark", None)
+    at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+    problem = getattr(error, "problem", None) or str(error)
+    return InvalidJob(
+        source,
+        [FieldError("(file)", f"not valid YAML or JSON{at}: {problem}", "fix the syntax")],
+    )
 
 
 def _kind_named(text: str) -> str:
