@@ -8,7 +8,8 @@ Two things live here:
 - Markers by fixture use: a test is marked ``controlplane`` exactly when it uses,
   directly or through other fixtures, the ``control_plane`` fixture (it starts a real
   kube-apiserver and etcd); ``tensorflow`` when it needs a ``python3`` that imports
-  tensorflow, ``pytorch`` when it needs one that imports torch; ``image`` when it
+  tensorflow, ``pytorch`` when it needs one that imports torch (``jax``, ``xgboost``
+  likewise); ``image`` when it
   builds the container image. So
   ``-m "not controlplane"`` runs every test that needs no API server, wherever its
   file sits, and ``-m controlplane`` every test that starts one.
@@ -34,6 +35,8 @@ MARKER_BY_FIXTURE = {
     "control_plane": "controlplane",
     "tensorflow_check": "tensorflow",
     "pytorch_check": "pytorch",
+    "jax_check": "jax",
+    "xgboost_check": "xgboost",
     "image": "image",
 }
 

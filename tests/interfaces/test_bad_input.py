@@ -70,7 +70,7 @@ CASES = {
     ),
     "wrong kind": (
         _set("kind", "MPIJob"),
-        "kind: must be one of 'TFJob', 'PyTorchJob', got 'MPIJob'",
+        "kind: must be one of 'TFJob', 'PyTorchJob', 'JAXJob', 'XGBoostJob', 'PaddleJob', got 'MPIJob'",
     ),
     "no tensorflow container": (
         _rename_container,

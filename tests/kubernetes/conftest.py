@@ -21,6 +21,8 @@ gets a fresh namespace for isolation. Contracts, for test writers:
   value is the lightkube generic resource class for TFJob (``.Status`` included).
 - ``pytorchjob_crd_installed`` (session): manifests/base/pytorchjob-crd.yaml applied
   and Established.
+- ``kind_crds_installed`` (session): the JAXJob, XGBoostJob and PaddleJob CRDs
+  (manifests/base/<kind>-crd.yaml) applied and Established.
 - ``rbac_installed`` (session): the namespace, ServiceAccount and RBAC from
   manifests/base applied.
 - ``cluster`` (session): a started ``Cluster`` (testkit/cluster.py): the control
@@ -242,6 +244,16 @@ def pytorchjob_crd_installed(kube: Client) -> None:
     Established."""
     apply_documents(kube, load_manifest(MANIFESTS_BASE / "pytorchjob-crd.yaml"))
     _wait_established(kube, "pytorchjobs.kubeflow.org")
+
+
+@pytest.fixture(scope="session")
+def kind_crds_installed(kube: Client) -> None:
+    """The JAXJob, XGBoostJob and PaddleJob CRDs from manifests/base, applied and
+    Established."""
+    for kind in ("jaxjob", "xgboostjob", "paddlejob"):
+        apply_documents(kube, load_manifest(MANIFESTS_BASE / f"{kind}-crd.yaml"))
+    for kind in ("jaxjob", "xgboostjob", "paddlejob"):
+        _wait_established(kube, f"{kind}s.kubeflow.org")
 
 
 @pytest.fixture(scope="session")

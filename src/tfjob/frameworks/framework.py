@@ -18,11 +18,13 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from tfjob.api import constants as c
+from tfjob.api.containers import container_port
 from tfjob.api.defaults import default_replica_specs, default_run_policy
 from tfjob.api.errors import FieldError
 from tfjob.api.kinds import KindDeclaration
+from tfjob.api.names import replica_key
 from tfjob.api.observed import Pod
-from tfjob.api.types import Job, ReplicaStatus
+from tfjob.api.types import Job, ReplicaSpec, ReplicaStatus
 from tfjob.api.validation import check_job, check_replica_specs
 from tfjob.frameworks.settings import Settings
 
@@ -105,6 +107,12 @@ class Framework(KindDeclaration, Generic[J]):
     ) -> None:
         """Hook: add the kind's extra pod parts (e.g. an init container) in place."""
 
+    def replica_port(self, spec: ReplicaSpec) -> int:
+        """The replica's port: the one named `port_name` on the training container
+        (defaulting puts it there), else the kind's default."""
+        found = container_port(spec.template.get("spec"), self.container_name, self.port_name)
+        return self.port if found is None else found
+
     def has_master(self, job: J) -> bool:
         """Whether the job has one of the kind's master types (Chief, Master, ...)."""
         return any(t in self.master_types for t in job.spec.replica_specs)
@@ -146,3 +154,14 @@ class Framework(KindDeclaration, Generic[J]):
         template = texts.get(outcome) or self.messages[outcome]
         meta = job.metadata
         return template.format(kind=self.kind, name=meta.name, namespace=meta.namespace, **values)
+
+
+def local_endpoint(settings: Settings, replica_type: str, index: int = 0) -> tuple[str, str] | None:
+    """(host, port) of one replica in the local runtime's addresses, if any
+    (`Settings.local_addresses`: on one machine a replica is reached at 127.0.0.1 and
+    the port the runtime chose for it, not at its service name and its own port)."""
+    chosen = (settings.local_addresses or {}).get(replica_key(replica_type)) or []
+    if len(chosen) <= index:
+        return None
+    host, port = chosen[index].rsplit(":", 1)
+    return host, port

@@ -43,13 +43,12 @@ import msgspec
 
 from tfjob.api import constants as c
 from tfjob.api import schema_rules
-from tfjob.api.containers import container_port
 from tfjob.api.errors import FieldError
 from tfjob.api.names import object_name, replica_key
 from tfjob.api.observed import Pod
 from tfjob.api.types import Job, JobSpec, ReplicaSpec, ReplicaStatus
 from tfjob.api.wire import Wire
-from tfjob.frameworks.framework import EnvVar, Framework, PodEnv
+from tfjob.frameworks.framework import EnvVar, Framework, PodEnv, local_endpoint
 from tfjob.frameworks.settings import Settings
 
 MASTER = c.MASTER
@@ -202,7 +201,7 @@ class PyTorch(Framework[PyTorchJob]):
         )
 
     def pod_env(self, job: PyTorchJob, settings: Settings) -> PodEnv:
-        return _PyTorchEnv(job, self, settings.local_addresses)
+        return _PyTorchEnv(job, self, settings)
 
     def decorate_pod_spec(
         self,
@@ -282,7 +281,7 @@ class _PyTorchEnv(PodEnv):
     """The env of one defaulted PyTorchJob's replicas: everything but the rank is the
     same for every pod, so it is computed once."""
 
-    def __init__(self, job: PyTorchJob, kind: PyTorch, local: dict[str, list[str]] | None) -> None:
+    def __init__(self, job: PyTorchJob, kind: PyTorch, settings: Settings) -> None:
         spec = job.spec
         specs = spec.pytorch_replica_specs
         total = sum(s.replicas or 0 for s in specs.values())
@@ -291,9 +290,9 @@ class _PyTorchEnv(PodEnv):
         self._master: list[tuple[str, str]] = []
         self._world_size = str(total * nproc_count(spec.nproc_per_node))
         if self._has_master:
-            address, port = _local_endpoint(local, MASTER) or (
+            address, port = local_endpoint(settings, MASTER) or (
                 object_name(name, MASTER, 0),
-                str(_port(specs[MASTER], kind)),
+                str(kind.replica_port(specs[MASTER])),
             )
             self._master = [
                 ("MASTER_PORT", port),
@@ -308,7 +307,7 @@ class _PyTorchEnv(PodEnv):
         if elastic is None:
             tail.append(("PET_NNODES", str(total)))
         else:
-            rdzv = _local_endpoint(local, WORKER)
+            rdzv = local_endpoint(settings, WORKER)
             tail += _elastic_env(name, elastic, specs.get(WORKER), kind, rdzv)
         self._tail = tail
 
@@ -326,17 +325,6 @@ class _PyTorchEnv(PodEnv):
         return [{"name": name, "value": value} for name, value in [*env, *self._tail]]
 
 
-def _local_endpoint(local: dict[str, list[str]] | None, rtype: str) -> tuple[str, str] | None:
-    """(host, port) of the type's replica 0 in the local runtime's addresses, if any
-    (`Settings.local_addresses`: on one machine a replica is reached at 127.0.0.1 and
-    the port the runtime chose for it, not at its service name and its own port)."""
-    chosen = (local or {}).get(replica_key(rtype)) or []
-    if not chosen:
-        return None
-    host, port = chosen[0].rsplit(":", 1)
-    return host, port
-
-
 def _elastic_env(
     job_name: str,
     elastic: ElasticPolicy,
@@ -352,7 +340,7 @@ def _elastic_env(
         host = object_name(job_name, WORKER, 0)
     port = elastic.rdzv_port
     if port is None and worker is not None:
-        port = _port(worker, kind)
+        port = kind.replica_port(worker)
     endpoint = ":".join(local) if local is not None else f"{host}:{port}"
     env = [
         ("PET_RDZV_ENDPOINT", endpoint),
@@ -375,9 +363,3 @@ def _elastic_env(
     if elastic.standalone:
         env.append(("PET_STANDALONE", ""))
     return env
-
-
-def _port(spec: ReplicaSpec, kind: PyTorch) -> int:
-    """The replica's `pytorchjob-port` (defaulting put one on its `pytorch` container)."""
-    found = container_port(spec.template.get("spec"), kind.container_name, kind.port_name)
-    return kind.port if found is None else found

@@ -1,4 +1,4 @@
-"""Reading job files (TFJob, PyTorchJob) for the command line, with every problem reported at once.
+"""Reading job files (every kind) for the command line, with every problem reported at once.
 
 Bad input ends the command with exit status 2 and one message that names each field,
 what is wrong with it and how to fix it, before anything is started.
