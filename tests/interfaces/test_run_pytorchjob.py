@@ -141,7 +141,7 @@ def test_a_failing_worker_fails_the_pytorchjob(tmp_path: Path) -> None:
         "run", str(write(tmp_path / "job.yaml", doc)), "--run-dir", str(tmp_path / "run")
     )
     assert result.returncode == 1
-    assert "PyTorchJob default/bad has failed because 1 Worker replica(s) failed." in result.stderr
+    assert "PyTorchJob bad is failed because 1 Worker replica(s) failed." in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -393,6 +393,32 @@ def test_cluster_role_grants_no_secrets_and_no_wildcards(
         assert "secrets" not in rule.resources
 
 
+def test_cluster_role_covers_every_kind_and_its_crd_is_installed(
+    kube: Client, installed: list[Any]
+) -> None:
+    """Each kind tfjob serves has its CRD in the manifests and its grants: jobs read
+    and deleted, status written, finalizers set (for blockOwnerDeletion)."""
+    from tfjob.frameworks.registry import FRAMEWORKS
+
+    role = kube.get(ClusterRole, "tfjob-operator")
+    granted = {
+        (resource, verb)
+        for rule in role.rules
+        if "kubeflow.org" in (rule.apiGroups or [])
+        for resource in rule.resources or []
+        for verb in rule.verbs
+    }
+    crds = {o.metadata.name for o in installed if o.kind == "CustomResourceDefinition"}
+    for kind in FRAMEWORKS.values():
+        plural = kind.plural
+        assert f"{plural}.kubeflow.org" in crds, kind.kind
+        for verb in ("get", "list", "watch", "delete"):
+            assert (plural, verb) in granted, (plural, verb)
+        assert (f"{plural}/status", "update") in granted, plural
+        assert (f"{plural}/finalizers", "update") in granted, plural
+        assert not {(plural, v) for v in ("create", "update", "patch")} & granted, plural
+
+
 def test_operator_identity_can_do_its_job(
     operator_client: Client, kube: Client, crd_installed: Any, namespace: str
 ) -> None:

@@ -137,15 +137,18 @@ class Framework(KindDeclaration, Generic[J]):
     #: The conditions' messages by outcome ("running", "succeeded", "failed"), as
     #: upstream words them for the kind; formatted with kind, name, namespace and, for
     #: "failed", count and rtype. `master_messages` replace some when the job has a
-    #: master type (PyTorchJob's differ).
+    #: master type. These are the words upstream's v1 kinds share; TFJob has its own.
     messages: dict[str, str] = {
         "running": "{kind} {namespace}/{name} is running.",
         "succeeded": "{kind} {namespace}/{name} successfully completed.",
-        "failed": "{kind} {namespace}/{name} has failed because {count} {rtype} replica(s) failed.",
+        "failed": "{kind} {name} is failed because {count} {rtype} replica(s) failed.",
     }
-    master_messages: dict[str, str] = {}
+    master_messages: dict[str, str] = {
+        "running": "{kind} {name} is running.",
+        "succeeded": "{kind} {name} is successfully completed.",
+    }
     #: Whether each replica type's status carries `selector` (its pods' label selector,
-    #: the scale subresource's labelSelectorPath): PyTorchJob's does, TFJob's does not.
+    #: the scale subresource's labelSelectorPath): the kinds with a scale subresource.
     status_selector: bool = False
 
     def message(self, outcome: str, job: J, **values: object) -> str:

@@ -59,6 +59,7 @@ class Jax(Framework[JAXJob]):
     port = 6666
     default_restart_policy = "Never"
     controller_name = "jaxjob-controller"
+    status_selector = True  # the scale subresource's labelSelectorPath
     env_on_every_container = True
     owned_env = ("COORDINATOR_PORT", "COORDINATOR_ADDRESS", "NUM_PROCESSES", "PROCESS_ID")
 

@@ -78,6 +78,7 @@ class Paddle(Framework[PaddleJob]):
     port = 36543
     default_restart_policy = "OnFailure"
     controller_name = "paddlejob-controller"
+    status_selector = True  # the scale subresource's labelSelectorPath
     env_on_every_container = True
     owned_env = ("PADDLE_*", "POD_IP_DUMMY")
 

@@ -115,14 +115,6 @@ class PyTorch(Framework[PyTorchJob]):
     port = 23456
     default_restart_policy = "OnFailure"
     status_selector = True  # the scale subresource's labelSelectorPath
-    master_messages = {
-        "running": "{kind} {name} is running.",
-        "succeeded": "{kind} {name} is successfully completed.",
-    }
-    messages = {
-        **Framework.messages,
-        "failed": "{kind} {name} is failed because {count} {rtype} replica(s) failed.",
-    }
     controller_name = "pytorchjob-controller"
     env_on_every_container = True
     owned_env = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_*")
