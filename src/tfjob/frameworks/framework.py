@@ -58,6 +58,8 @@ class Framework(KindDeclaration, Generic[J]):
     # inherits them from the runtime's own environment, where they would mislead it
     # (e.g. a RANK from the shell in a pod upstream gives no RANK).
     owned_env: tuple[str, ...] = ()
+    # What a pod takes from its template's metadata besides the labels.
+    template_metadata: tuple[str, ...] = ("annotations", "finalizers")
 
     # --- the job as the core sees it ------------------------------------------------
 
@@ -123,7 +125,35 @@ class Framework(KindDeclaration, Generic[J]):
             return replica_type in self.master_types
         return replica_type == c.WORKER and index == 0
 
+    # --- objects besides pods and services -------------------------------------------
+
+    def owned_objects(
+        self, job: J, pods: Sequence[Pod], settings: Settings
+    ) -> list[dict[str, Any]]:
+        """Hook: the objects of the kind's `owned_kinds` a running, defaulted job wants
+        now (`pods`: its pods as observed), as full manifests with the job's
+        ownerReference (`api.owners.owner_reference`). The core adds the labels the
+        runtime watches them by and writes only each kind's owned fields
+        (core/owned.py)."""
+        return []
+
     # --- status ---------------------------------------------------------------------
+
+    def reconciles_replicas(self, job: J, replica_type: str, pods: Sequence[Pod]) -> bool:
+        """Hook: whether this type's pods are created, restarted and counted in this
+        pass (MPIJob: not its Workers once the Launcher has finished)."""
+        return True
+
+    def running_message(self, job: J, pods: Sequence[Pod]) -> str:
+        """Hook: which message (`messages` key) the Running condition gets."""
+        return "running"
+
+    def failed_condition(
+        self, job: J, replica_type: str, pods: Sequence[Pod]
+    ) -> tuple[str, str] | None:
+        """Hook: the Failed condition's (reason, message) when this type has failed
+        replicas, in the kind's own words; None: the shared ones."""
+        return None
 
     def workers_succeeded(self, job: J, counts: ReplicaStatus, pods: Sequence[Pod]) -> bool:
         """Hook: without a master, whether the Workers' counts and pods mean success.
