@@ -23,14 +23,19 @@ from tfjob.frameworks.framework import Framework
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.consistency import JobCaches
-from tfjob.runtimes.kubernetes.decode import POD_PROTO_CODEC, SERVICE_CODEC, JobDecoder
+from tfjob.runtimes.kubernetes.decode import (
+    POD_PROTO_CODEC,
+    SERVICE_CODEC,
+    JobDecoder,
+    owned_codec,
+)
 from tfjob.runtimes.kubernetes.events import EventRecorder
 from tfjob.runtimes.kubernetes.gang_groups import GangGroups
 from tfjob.runtimes.kubernetes.handlers import Wiring
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.reconciler import Reconciler
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, jobs_of, owned_by
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, jobs_of, owned_by, resource_of
 from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.operator")
@@ -71,6 +76,17 @@ class KindController:
                 label_selector=owned,
                 metadata_only=True,  # the core reads only a service's metadata
             ),
+            # Only for the kinds that own other objects (MPIJob, PyTorchJob's HPA).
+            owned={
+                owned_kind: Informer(
+                    client,
+                    resource_of(owned_kind),
+                    owned_codec(owned_kind.api_version, owned_kind.kind),
+                    namespace=namespace,
+                    label_selector=owned,
+                )
+                for owned_kind in kind.owned_kinds
+            },
         )
         Wiring(self.caches, self.queue, recorder, metrics).wire()
         self.reconciler = Reconciler(
@@ -87,14 +103,23 @@ class KindController:
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        return (self.caches.jobs, self.caches.pods, self.caches.services)
+        return (
+            self.caches.jobs,
+            self.caches.pods,
+            self.caches.services,
+            *self.caches.owned.values(),
+        )
 
     def watch(self) -> list[asyncio.Task[None]]:
-        """Start the three caches (pods first: a job's first reconcile wants them)."""
+        """Start the caches (pods first: a job's first reconcile wants them)."""
         plural = self.kind.plural
         return [
             asyncio.create_task(self.caches.pods.run(), name=f"informer-pods-{plural}"),
             asyncio.create_task(self.caches.services.run(), name=f"informer-services-{plural}"),
+            *(
+                asyncio.create_task(informer.run(), name=f"informer-{kind.plural}-{plural}")
+                for kind, informer in self.caches.owned.items()
+            ),
             asyncio.create_task(self.caches.jobs.run(), name=f"informer-{plural}"),
         ]
 

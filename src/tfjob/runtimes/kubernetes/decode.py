@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from tfjob.api.errors import InvalidJob
-from tfjob.api.observed import Pod, Service, table
+from tfjob.api.observed import OwnedObject, Pod, Service, table
 from tfjob.api.types import Job, JobStatus, ObjectMeta, TFJob
 from tfjob.runtimes.kubernetes import pod_proto
 
@@ -390,3 +390,22 @@ POD_CODEC: Codec[Pod] = Codec(decode_pods, decode_pod)
 POD_PROTO_CODEC: Codec[Pod] = Codec(decode_pod_page, decode_pod, list_accept=pod_proto.PROTOBUF)
 SERVICE_CODEC: Codec[Service] = Codec(decode_services, decode_service)
 JOB_CODEC: Codec[CachedJob] = _TFJOBS.codec  # TFJobs'; another kind's: JobDecoder(type)
+
+
+def owned_codec(api_version: str, kind: str) -> Codec[OwnedObject]:
+    """How the objects of one kind that jobs own (a ConfigMap, a Role, an HPA...) are
+    decoded: each kept whole (api.observed.OwnedObject). A list's items carry no
+    apiVersion and kind: they are set from the resource's."""
+
+    def one(raw: bytes) -> OwnedObject:
+        document = msgspec.json.decode(raw)
+        document.setdefault("apiVersion", api_version)
+        document.setdefault("kind", kind)
+        return OwnedObject.of(document)
+
+    def page(body: bytes) -> tuple[list[OwnedObject], str, str]:
+        listed = _raw_list.decode(body)
+        items = [one(bytes(raw)) for raw in listed.items or ()]
+        return items, listed.metadata.resourceVersion, listed.metadata.continue_
+
+    return Codec(page, one)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tfjob.api.observed import Pod, Service
+from tfjob.api.observed import OwnedObject, Pod, Service
 from tfjob.runtimes.kubernetes.consistency import JobCaches
 from tfjob.runtimes.kubernetes.decode import CachedJob
 from tfjob.runtimes.kubernetes.events import EventRecorder
@@ -19,7 +19,7 @@ from tfjob.runtimes.kubernetes.informer import Handlers, key_of
 from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
-Owned = TypeVar("Owned", Pod, Service)
+Owned = TypeVar("Owned", Pod, Service, OwnedObject)
 
 
 @dataclass
@@ -35,6 +35,8 @@ class Wiring:
         self.caches.jobs.add_handlers(self.job_handlers())
         self.caches.pods.add_handlers(self.owned_handlers(Pod))
         self.caches.services.add_handlers(self.owned_handlers(Service))
+        for informer in self.caches.owned.values():
+            informer.add_handlers(self.owned_handlers(OwnedObject))
 
     def job_handlers(self) -> Handlers[CachedJob]:
         return Handlers(
@@ -42,7 +44,8 @@ class Wiring:
         )
 
     def owned_handlers(self, _type: type[Owned]) -> Handlers[Owned]:
-        """Handlers for the pods (or services) cache; `_type` only pins the type."""
+        """Handlers for the pods (services, other owned objects) cache; `_type` only
+        pins the type."""
 
         def changed(obj: Owned) -> None:
             job = self.caches.owning_job(obj)

@@ -34,13 +34,17 @@ from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
     Action,
     CreateGroup,
+    CreateOwned,
     CreatePod,
     CreateService,
     DeleteGroup,
     DeleteJob,
+    DeleteOwned,
     DeletePod,
+    DeleteService,
     Plan,
     UpdateGroup,
+    UpdateOwned,
 )
 from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
@@ -54,6 +58,7 @@ from tfjob.runtimes.kubernetes.dry_run import DryRun
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.gang_groups import GangGroups
 from tfjob.runtimes.kubernetes.metrics import Metrics
+from tfjob.runtimes.kubernetes.owned_objects import OwnedObjects
 from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource, jobs_of
 from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
 
@@ -141,6 +146,7 @@ class Reconciler:
         self._clock = clock
         self._gang = gang
         self._dry_run = dry_run or DryRun(client)
+        self._owned = OwnedObjects(client, recorder)
 
     async def reconcile(self, key: str) -> Result:
         """Bring job `key` one step closer to what the core wants; say when to look again."""
@@ -168,13 +174,20 @@ class Reconciler:
             return DONE
         groups = await self._gang.observe(*view.key.split("/", 1)) if self._gang else []
         try:
-            plan = decide(job, view.pods, view.services, self._clock(), self._settings, groups)
+            plan = decide(
+                job, view.pods, view.services, self._clock(), self._settings, groups, view.owned
+            )
             renderer = PodRenderer(job, self._settings)  # the plan's pods, made as created
-            refusal = await self._admission_refusal(job, bool(view.pods), plan, renderer)
+            check = self._dry_run.needed(job.metadata.uid, bool(view.pods), plan.actions)
+            # With owned objects to write, the first pods' dry run comes after them (an
+            # MPIJob launcher's ServiceAccount must exist for the API server to admit
+            # it); otherwise before anything is done.
+            later = check and any(isinstance(a, CreateOwned | UpdateOwned) for a in plan.actions)
+            refusal = None
+            if check and not later:
+                refusal = await self._dry_run.refusal(job.metadata, plan.actions, renderer)
         except _SPEC_ERRORS as error:
-            # The core is pure: an exception means a spec it could not read. Retrying
-            # would raise it again forever, so the job fails, naming what was read.
-            refusal = f"its spec could not be read ({type(error).__name__}: {error})"
+            refusal = self._unreadable(error)
         if refusal is not None:
             await self._reject(view, job, refusal)
             return DONE
@@ -183,10 +196,19 @@ class Reconciler:
             self._recorder.record(ref, event.type, event.reason, event.message)
         if not plan.status_changed:
             self._count(job, view.pods, plan)
-        errors, job_deleted = await self._act(view, ref, plan, renderer)
+        errors, job_deleted, refusal = await self._act(view, ref, plan, renderer, later)
+        if refusal is not None:
+            await self._reject(view, job, refusal)
+            return DONE
         if errors:
             raise _failure(errors)
         return Result(requeue_after=None if job_deleted else plan.requeue_after)
+
+    @staticmethod
+    def _unreadable(error: Exception) -> str:
+        # The core is pure: an exception means a spec it could not read. Retrying
+        # would raise it again forever, so the job fails, naming what was read.
+        return f"its spec could not be read ({type(error).__name__}: {error})"
 
     async def _write_status(self, view: JobView, job: Job, plan: Plan) -> None:
         """Write the plan's status; the metrics that follow from it are counted once
@@ -222,10 +244,12 @@ class Reconciler:
     # -- actions ----------------------------------------------------------------------
 
     async def _act(
-        self, view: JobView, ref: ObjectRef, plan: Plan, pods: PodRenderer
-    ) -> tuple[list[Exception], bool]:
+        self, view: JobView, ref: ObjectRef, plan: Plan, pods: PodRenderer, check: bool
+    ) -> tuple[list[Exception], bool, str | None]:
         """Carry out the plan's steps in order; runs of creates/deletes go out
-        concurrently. A failed status write ends the plan there."""
+        concurrently. A failed status write ends the plan there. `check`: the job's
+        first pods are dry-run before the first wave that creates pods; a refusal
+        (returned third) ends the plan there."""
         errors: list[Exception] = []
         gate = asyncio.Semaphore(self._parallelism)
 
@@ -240,6 +264,15 @@ class Reconciler:
                 assert isinstance(view.job, Job)
                 await self._write_status(view, view.job, plan)
                 continue
+            if check and isinstance(first, CreatePod | DeletePod | CreateService | DeleteService):
+                check = False
+                assert isinstance(view.job, Job)
+                try:
+                    refusal = await self._dry_run.refusal(view.job.metadata, plan.actions, pods)
+                except _SPEC_ERRORS as error:
+                    refusal = self._unreadable(error)
+                if refusal is not None:
+                    return errors, job_deleted, refusal
             with self._writes.acting():  # Events wait behind these
                 if len(wave) == 1:
                     results = [await self._one(view, ref, first, pods)]
@@ -247,7 +280,7 @@ class Reconciler:
                     results = await asyncio.gather(*(bounded(a) for a in wave))  # type: ignore[arg-type]
             errors += [r for r in results if r is not None]
             job_deleted = job_deleted or (isinstance(first, DeleteJob) and not results[0])
-        return errors, job_deleted
+        return errors, job_deleted, None
 
     async def _one(
         self, view: JobView, ref: ObjectRef, action: Action, pods: PodRenderer
@@ -259,6 +292,8 @@ class Reconciler:
         if isinstance(action, CreateGroup | UpdateGroup | DeleteGroup):
             assert self._gang is not None, "group actions only come with gang scheduling on"
             return await self._gang.act(ref, action)
+        if isinstance(action, CreateOwned | UpdateOwned | DeleteOwned):
+            return await self._owned.act(view, ref, action)
         return await self._delete(view, ref, action)
 
     async def _create(
@@ -328,15 +363,6 @@ class Reconciler:
 
     # -- jobs the model cannot read ---------------------------------------------------
 
-    async def _admission_refusal(
-        self, job: Job, has_pods: bool, plan: Plan, pods: PodRenderer
-    ) -> str | None:
-        """The API server's refusal of this job's first pods (dry_run.py), if any."""
-        uid = job.metadata.uid
-        if not self._dry_run.needed(uid, has_pods, plan.actions):
-            return None
-        return await self._dry_run.refusal(job.metadata, plan.actions, pods)
-
     def _ref(self, meta: ObjectMeta) -> ObjectRef:
         """The job as Events name it: its kind's, reported by its kind's controller."""
         return ObjectRef(
@@ -375,19 +401,25 @@ def _steps(plan: Plan) -> list[Step]:
 
 
 def _waves(steps: Sequence[Step]) -> list[list[Step]]:
-    """Maximal runs of pod/service actions (order-free among themselves); a status
-    write, a DeleteJob or a gang group action stands alone, after everything before it."""
+    """Maximal runs of pod/service actions, and of owned-object actions (each run
+    order-free among itself); a status write, a DeleteJob or a gang group action
+    stands alone, after everything before it."""
     waves: list[list[Step]] = []
     for step in steps:
-        if _alone(step) or not waves or _alone(waves[-1][0]):
+        lane = _lane(step)
+        if lane == "alone" or not waves or _lane(waves[-1][0]) != lane:
             waves.append([step])
         else:
             waves[-1].append(step)
     return waves
 
 
-def _alone(step: Step) -> bool:
-    return isinstance(step, WriteStatus | DeleteJob | CreateGroup | UpdateGroup | DeleteGroup)
+def _lane(step: Step) -> str:
+    if isinstance(step, WriteStatus | DeleteJob | CreateGroup | UpdateGroup | DeleteGroup):
+        return "alone"
+    if isinstance(step, CreateOwned | UpdateOwned | DeleteOwned):
+        return "owned"
+    return "replicas"
 
 
 def _what(action: Action) -> tuple[Resource, str]:
