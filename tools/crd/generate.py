@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate the CRDs of every kind (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob) from
+"""Generate the CRDs of every kind (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob, MPIJob) from
 tools/crd/*-crd.in.yaml and Kubernetes' schemas.
 
 Every replica template is a PodTemplateSpec. Rather than copying its schema by hand (or
@@ -178,6 +178,17 @@ PADDLEJOB_HEADER = (
 )
 
 
+MPIJOB_HEADER = """\
+# The MPIJob custom resource of Kubeflow's training-operator (kubeflow.org/v1, not
+# kubeflow/mpi-operator's v2beta1; like upstream's, without a scale subresource).
+# Replica templates carry the full PodTemplateSpec schema; CEL rules make the checks
+# Kubeflow's reconciler makes (a Launcher of one replica, only Launcher and Worker,
+# named containers with images). Install it with `kubectl apply --server-side`, as
+# the TFJob CRD.
+#
+"""
+
+
 @dataclass(frozen=True)
 class Crd:
     """One kind's CRD: its hand-written source, its outputs and its header."""
@@ -207,6 +218,7 @@ CRDS = (
             ("jaxjob", JAXJOB_HEADER),
             ("xgboostjob", XGBOOSTJOB_HEADER),
             ("paddlejob", PADDLEJOB_HEADER),
+            ("mpijob", MPIJOB_HEADER),
         )
     ),
 )

@@ -71,6 +71,10 @@ class KindDeclaration:
     example_types: tuple[str, ...]
     # Whether each replica gets a headless Service (every kind but MPIJob).
     services: bool = True
+    # Whether defaulting adds the kind's port to the training container, and every
+    # replica must have a container named `container_name` (every kind but MPIJob).
+    default_port: bool = True
+    requires_named_container: bool = True
     # The objects besides pods and services its jobs own (`OwnedKind`); the Kubernetes
     # runtime watches these kinds only for the kinds that declare them.
     owned_kinds: tuple[OwnedKind, ...] = ()
@@ -93,6 +97,10 @@ class KindDeclaration:
     def pod_name(self, job_name: str, replica_type: str, index: int) -> str:
         """A replica's pod (and service) name: `<job>-<type>-<index>`."""
         return object_name(job_name, replica_type, index)
+
+    def default_replicas(self, replica_type: str) -> int:
+        """A replica type's replicas when unset: 1 (MPIJob's Worker: 0)."""
+        return 1
 
     def indexed(self, replica_type: str) -> bool:
         """Whether this type's pods carry the replica-index label (all but MPIJob's

@@ -38,6 +38,7 @@ PYTORCHJOB_SCHEMA = "pytorchjob-v1.json"
 JAXJOB_SCHEMA = "jaxjob-v1.json"
 XGBOOSTJOB_SCHEMA = "xgboostjob-v1.json"
 PADDLEJOB_SCHEMA = "paddlejob-v1.json"
+MPIJOB_SCHEMA = "mpijob-v1.json"
 
 
 def check(

@@ -30,3 +30,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # --pytorch-init-container-max-tries, with their defaults).
     pytorch_init_container_image: str = "alpine:3.10"
     pytorch_init_container_max_tries: int = 100
+    # MPIJob: the launcher's `kubectl-delivery` init container image (upstream's
+    # --mpi-kubectl-delivery-image, with its default).
+    mpi_kubectl_delivery_image: str = "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
