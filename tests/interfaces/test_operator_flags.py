@@ -102,7 +102,8 @@ def test_tfjobs_own_flags_still_work(started: list[Any]) -> None:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--enable-scheme=mxjob"], ["--enable-scheme", "does not run this kind", "pytorchjob"]),
+        # Kubeflow v1.9.4 refuses it too: MXJob is gone from its operator.
+        (["--enable-scheme=mxjob"], ["--enable-scheme", "unknown scheme 'mxjob'", "mpijob"]),
         (["--enable-scheme=tfjob", "--enable-scheme=MXJob"], ["--enable-scheme", "MXJob"]),
         (["--enable-scheme=nope"], ["unknown scheme 'nope'", "tfjob"]),
         (["--pytorch-init-container-max-tries=x"], ["--pytorch-init-container-max-tries"]),
@@ -143,6 +144,16 @@ def test_pytorch_init_container_flags_reach_the_settings(started: list[Any]) -> 
     settings = started[0][0].settings()
     assert settings.pytorch_init_container_image == "busybox:1"
     assert settings.pytorch_init_container_max_tries == 7
+
+
+def test_mpi_kubectl_delivery_image_reaches_the_settings(started: list[Any]) -> None:
+    assert invoke().exit_code == 0
+    assert invoke("--mpi-kubectl-delivery-image=registry.example/kubectl:1").exit_code == 0
+    default, given = (options.settings() for options, _level, _fmt in started)
+    assert (
+        default.mpi_kubectl_delivery_image == "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
+    )
+    assert given.mpi_kubectl_delivery_image == "registry.example/kubectl:1"
 
 
 def test_log_format_defaults_to_json_off_a_terminal_and_follows_zap_encoder(

@@ -30,17 +30,15 @@ DEFAULT = ParameterSource.DEFAULT
 
 #: `--enable-scheme` values, by the kind each selects.
 SCHEMES = {kind.scheme: name for name, kind in FRAMEWORKS.items()}
-#: Kubeflow v1.9.4's schemes (and the older mxjob).
-KUBEFLOW_SCHEMES = ("tfjob", "pytorchjob", "xgboostjob", "mpijob", "paddlejob", "jaxjob", "mxjob")
 
 #: Kubeflow's flags that configure parts tfjob does not have (its admission webhook,
-#: other frameworks' init containers, zap's development mode): accepted, ignored.
+#: PyTorchJob's init-container template file, zap's development mode): accepted,
+#: ignored.
 IGNORED_KUBEFLOW_FLAGS = (
     "webhook-server-port",
     "webhook-service-name",
     "webhook-secret-name",
     "pytorch-init-container-template-file",
-    "mpi-kubectl-delivery-image",
     "zap-devel",
     "zap-stacktrace-level",
     "zap-time-encoding",
@@ -86,15 +84,8 @@ def kinds_of(schemes: tuple[str, ...]) -> tuple[str, ...]:
     served = ", ".join(sorted(SCHEMES))
     for scheme in schemes:
         name = scheme.lower()
-        if name in SCHEMES:
+        if name in SCHEMES:  # every scheme of Kubeflow v1.9.4 (which has no mxjob)
             kinds.append(SCHEMES[name])
-        elif name in KUBEFLOW_SCHEMES:
-            raise click.BadParameter(
-                f"{scheme!r}: tfjob does not run this kind yet. Keep Kubeflow's "
-                f"training-operator for it (with --enable-scheme for that kind only) and "
-                f"give tfjob the others ({served}).",
-                param_hint="--enable-scheme",
-            )
         else:
             raise click.BadParameter(
                 f"unknown scheme {scheme!r}; tfjob runs {served}",
@@ -219,6 +210,12 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
     help="How many times that init container looks the Master's name up.",
 )
 @click.option(
+    "--mpi-kubectl-delivery-image",
+    default=Settings().mpi_kubectl_delivery_image,
+    show_default=True,
+    help="Image of the init container that gives an MPIJob's launcher kubectl.",
+)
+@click.option(
     "--leader-elect",
     type=click.BOOL,
     metavar="[=BOOL]",
@@ -325,6 +322,7 @@ def translate(ctx: click.Context, params: dict[str, Any]) -> OperatorOptions:
         kinds=kinds,
         pytorch_init_container_image=params["pytorch_init_container_image"],
         pytorch_init_container_max_tries=params["pytorch_init_container_max_tries"],
+        mpi_kubectl_delivery_image=params["mpi_kubectl_delivery_image"],
     )
 
 

@@ -90,6 +90,8 @@ class OperatorOptions:
     # PyTorchJob's init container (Kubeflow's --pytorch-init-container-*).
     pytorch_init_container_image: str = Settings().pytorch_init_container_image
     pytorch_init_container_max_tries: int = Settings().pytorch_init_container_max_tries
+    # MPIJob's launcher init container (Kubeflow's --mpi-kubectl-delivery-image).
+    mpi_kubectl_delivery_image: str = Settings().mpi_kubectl_delivery_image
 
     def settings(self) -> Settings:
         return Settings(
@@ -97,6 +99,7 @@ class OperatorOptions:
             gang_scheduler_name=self.gang_scheduler_name,
             pytorch_init_container_image=self.pytorch_init_container_image,
             pytorch_init_container_max_tries=self.pytorch_init_container_max_tries,
+            mpi_kubectl_delivery_image=self.mpi_kubectl_delivery_image,
         )
 
 
