@@ -21,6 +21,11 @@
   local address and PET_RDZV_ENDPOINT Worker 0's, in place of service names.
 - Workers of a job with a Master get the init container `init-pytorch`, which waits
   until the Master's name resolves (image and tries: `Settings`).
+- With `elasticPolicy.metrics` the job owns a HorizontalPodAutoscaler (autoscaling/v2,
+  named `<job>`, scaling the job's Worker scale subresource between minReplicas and
+  maxReplicas by those metrics); its spec is kept as the job says, it is deleted
+  while the job is suspended and (beyond upstream, which leaves it scaling) once the
+  metrics are removed.
 - Succeeded: the Master succeeded; with no Master, every Worker succeeded, or with an
   elasticPolicy any Worker did. A failure is handled as for every kind.
 - Validation: a container named `pytorch` in every replica, only Master and Worker, a
@@ -44,8 +49,10 @@ import msgspec
 from tfjob.api import constants as c
 from tfjob.api import schema_rules
 from tfjob.api.errors import FieldError
+from tfjob.api.kinds import OwnedKind
 from tfjob.api.names import object_name, replica_key
 from tfjob.api.observed import Pod
+from tfjob.api.owners import owner_reference
 from tfjob.api.types import Job, JobSpec, ReplicaSpec, ReplicaStatus
 from tfjob.api.wire import Wire
 from tfjob.frameworks.framework import EnvVar, Framework, PodEnv, local_endpoint
@@ -58,6 +65,16 @@ NPROC_PER_NODE_WORDS = ("auto", "cpu", "gpu")
 DEFAULT_RDZV_BACKEND = "c10d"
 RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2")
 INIT_CONTAINER_NAME = "init-pytorch"
+
+HPAS = OwnedKind(
+    group="autoscaling",
+    version="v2",
+    kind="HorizontalPodAutoscaler",
+    plural="horizontalpodautoscalers",
+    owned_fields=("spec",),
+    prune=True,
+    deleted_when_suspended=True,
+)
 
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")  # what Go's strconv.Atoi accepts
 
@@ -118,6 +135,7 @@ class PyTorch(Framework[PyTorchJob]):
     controller_name = "pytorchjob-controller"
     env_on_every_container = True
     owned_env = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_*")
+    owned_kinds = (HPAS,)
 
     def default_spec(self, spec: PyTorchJobSpec) -> PyTorchJobSpec:
         elastic = spec.elastic_policy
@@ -214,6 +232,36 @@ class PyTorch(Framework[PyTorchJob]):
                 settings.pytorch_init_container_image,
                 settings.pytorch_init_container_max_tries,
             ),
+        ]
+
+    def owned_objects(
+        self, job: PyTorchJob, pods: Sequence[Pod], settings: Settings
+    ) -> list[dict[str, Any]]:
+        """The HorizontalPodAutoscaler of a job with elasticPolicy.metrics, as
+        upstream's hpa.go makes it (no labels of its own)."""
+        elastic = job.spec.elastic_policy
+        if elastic is None or elastic.metrics is None:
+            return []
+        meta = job.metadata
+        spec: dict[str, Any] = {
+            "scaleTargetRef": {"kind": self.kind, "name": meta.name, "apiVersion": self.api_version}
+        }
+        if elastic.min_replicas is not None:
+            spec["minReplicas"] = elastic.min_replicas
+        spec["maxReplicas"] = elastic.max_replicas
+        if elastic.metrics:
+            spec["metrics"] = elastic.metrics
+        return [
+            {
+                "apiVersion": HPAS.api_version,
+                "kind": HPAS.kind,
+                "metadata": {
+                    "name": meta.name,
+                    "namespace": meta.namespace,
+                    "ownerReferences": [owner_reference(job, self)],
+                },
+                "spec": spec,
+            }
         ]
 
     def workers_succeeded(
