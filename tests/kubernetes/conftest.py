@@ -248,11 +248,11 @@ def pytorchjob_crd_installed(kube: Client) -> None:
 
 @pytest.fixture(scope="session")
 def kind_crds_installed(kube: Client) -> None:
-    """The JAXJob, XGBoostJob and PaddleJob CRDs from manifests/base, applied and
-    Established."""
-    for kind in ("jaxjob", "xgboostjob", "paddlejob"):
+    """The JAXJob, XGBoostJob, PaddleJob and MPIJob CRDs from manifests/base, applied
+    and Established."""
+    for kind in ("jaxjob", "xgboostjob", "paddlejob", "mpijob"):
         apply_documents(kube, load_manifest(MANIFESTS_BASE / f"{kind}-crd.yaml"))
-    for kind in ("jaxjob", "xgboostjob", "paddlejob"):
+    for kind in ("jaxjob", "xgboostjob", "paddlejob", "mpijob"):
         _wait_established(kube, f"{kind}s.kubeflow.org")
 
 

@@ -207,6 +207,7 @@ def _decode(
     framework = FRAMEWORKS[document["kind"]]
     spec = document.get("spec")
     if isinstance(spec, dict):
+        own = {f.encode_name for f in msgspec.structs.fields(type(framework.job_type().spec))}
         errors += [
             FieldError(
                 f"spec.{name}",
@@ -214,7 +215,7 @@ def _decode(
                 f"move it to spec.runPolicy.{name}",
             )
             for name in _MOVED_TO_RUN_POLICY
-            if name in spec
+            if name in spec and name not in own  # (MPIJob still has cleanPodPolicy)
         ]
     field = framework.spec_field
     specs = spec.get(field) if isinstance(spec, dict) else None
