@@ -38,9 +38,12 @@ def _expected(state: Pass, rtype: str, counts: ReplicaStatus) -> int:
 
 
 def _running(state: Pass) -> None:
-    framework = state.framework
-    message = framework.message(framework.running_message(state.job, state.pods), state.job)
-    state.condition(c.RUNNING, "True", framework.reason("Running"), message)
+    state.condition(
+        c.RUNNING,
+        "True",
+        state.framework.reason("Running"),
+        state.framework.message("running", state.job),
+    )
 
 
 def _succeeded(state: Pass) -> None:
@@ -75,13 +78,10 @@ def _replica_failed(
         return
     if state.framework.tolerates_failure(state.job, rtype):
         return
-    own = state.framework.failed_condition(state.job, rtype, podlib.pods_of_type(state.pods, rtype))
-    if own is not None:
-        reason, message = own
-    else:
-        failed = state.framework.message("failed", state.job, count=counts.failed, rtype=rtype)
-        message = f"{failed} {_details(state, rtype)}".rstrip()
-        reason = state.framework.reason("Failed")
+    failed = state.framework.message("failed", state.job, count=counts.failed, rtype=rtype)
+    message = f"{failed} {_details(state, rtype)}".rstrip()
+    pods = podlib.pods_of_type(state.pods, rtype)
+    reason = state.framework.failed_reason(state.job, rtype, pods)
     if state.fail(reason, message):
         state.event("Normal", reason, message)
 

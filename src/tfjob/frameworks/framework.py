@@ -144,16 +144,10 @@ class Framework(KindDeclaration, Generic[J]):
         pass (MPIJob: not its Workers once the Launcher has finished)."""
         return True
 
-    def running_message(self, job: J, pods: Sequence[Pod]) -> str:
-        """Hook: which message (`messages` key) the Running condition gets."""
-        return "running"
-
-    def failed_condition(
-        self, job: J, replica_type: str, pods: Sequence[Pod]
-    ) -> tuple[str, str] | None:
-        """Hook: the Failed condition's (reason, message) when this type has failed
-        replicas, in the kind's own words; None: the shared ones."""
-        return None
+    def failed_reason(self, job: J, replica_type: str, pods: Sequence[Pod]) -> str:
+        """Hook: the Failed condition's reason when this type's replicas (`pods`)
+        failed: `<Kind>Failed` (MPIJob: `MPIJobEvicted` for an evicted pod)."""
+        return self.reason("Failed")
 
     def workers_succeeded(self, job: J, counts: ReplicaStatus, pods: Sequence[Pod]) -> bool:
         """Hook: without a master, whether the Workers' counts and pods mean success.

@@ -29,10 +29,10 @@ another version and another design (docs/behaviour.md).
   `kubexec.sh` (kubectl exec into a worker, into `mainContainer` when set) and
   `discover_hosts.sh` (the Running workers, kept current as they start). The
   ConfigMap's data and the Role's rules are updated when they differ.
-- Status: the Launcher decides. Running while it runs; Succeeded when it succeeded;
-  Failed when it failed, with the pod's reason (`MPIJobEvicted` for an evicted one)
-  or `MPIJobFailed`, and an evicted Worker fails the job (`MPIJobEvicted`). Once the
-  Launcher has finished the Workers are no longer read (their counts are zero).
+- Status: the Launcher decides, with the conditions' words upstream's status shows:
+  Running while it runs; Succeeded when it succeeded; Failed when it (or a Worker)
+  failed, `MPIJobFailed`, or `MPIJobEvicted` for an evicted pod. Once the Launcher
+  has finished the Workers are no longer read (their counts are zero).
 - Validation: a Launcher of one replica, only Launcher and Worker (exact case), every
   container named and with an image; admission: the MPIJob CRD's schema and CEL
   rules (`mpijob-v1.json`).
@@ -122,14 +122,6 @@ class Mpi(Framework[MPIJob]):
     template_metadata = ("annotations",)
     owned_kinds = (SERVICE_ACCOUNTS, CONFIG_MAPS, ROLES, ROLE_BINDINGS)
     owned_env = ("OMPI_MCA_*", "I_MPI_HYDRA_BOOTSTRAP*")
-    messages = {
-        "running": "{kind} {namespace}/{name} is running.",
-        # Upstream's other path to Running: the Launcher runs before every Worker does.
-        "running-launcher": "{kind} {name} is running.",
-        "succeeded": "{kind} {namespace}/{name} successfully completed.",
-        "failed": "{kind} {name} is failed because {count} {rtype} replica(s) failed.",
-    }
-    master_messages: dict[str, str] = {}
 
     # --- names and defaults ---------------------------------------------------------
 
@@ -278,25 +270,13 @@ class Mpi(Framework[MPIJob]):
         """Upstream reads no Worker once the Launcher has finished."""
         return replica_type != WORKER or not _launcher_finished(job, pods)
 
-    def running_message(self, job: MPIJob, pods: Sequence[Pod]) -> str:
-        workers = [p for p in pods if _type_of(p) == "worker"]
-        if all(p.status.phase == "Running" for p in workers):
-            return "running"
-        return "running-launcher"
-
-    def failed_condition(
-        self, job: MPIJob, replica_type: str, pods: Sequence[Pod]
-    ) -> tuple[str, str] | None:
-        meta = job.metadata
-        failed = [p for p in pods if p.status.phase == "Failed"]
-        if replica_type == LAUNCHER and failed:
-            reason = failed[0].status.reason or self.reason("Failed")
-            reason = "MPIJobEvicted" if reason == "Evicted" else reason
-            return reason, f"{self.kind} {meta.namespace}/{meta.name} has failed"
-        evicted = [p for p in failed if p.status.reason == "Evicted"]
-        if replica_type == WORKER and evicted:
-            return "MPIJobEvicted", f"{len(evicted)}/{len(pods)} workers are evicted"
-        return None
+    def failed_reason(self, job: MPIJob, replica_type: str, pods: Sequence[Pod]) -> str:
+        """`MPIJobEvicted` when a failed pod of the type was evicted (what upstream's
+        code means; its status says `MPIJobMPIJobFailed` for every failure:
+        docs/behaviour.md)."""
+        if any(p.status.phase == "Failed" and p.status.reason == "Evicted" for p in pods):
+            return "MPIJobEvicted"
+        return self.reason("Failed")
 
 
 MPI = Mpi()

@@ -4,9 +4,10 @@ Each scenario's pod outcomes are written by the scripted kubelet (testkit/kubele
 once under Kubeflow's operator v1.9.4 (the real binary, every scheme enabled) and once
 under tfjob's, on the same API server: the conditions (type, status, reason, message)
 and each replica type's counts must be the same. Allowed, as docs/behaviour.md says:
-tfjob's failure message adds which pod failed and how (row 6), and tfjob writes a
+tfjob's failure message adds which pod failed and how (row 6), tfjob writes a
 replica type's `selector` whenever its kind has one (upstream writes it only for the
-types its map iteration reaches before the job ends).
+types its map iteration reaches before the job ends), and an MPIJob's Failed reason
+is `MPIJobFailed` or `MPIJobEvicted` where upstream's status says `MPIJobMPIJobFailed`.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _pods_of(jobs: Jobs, name: str) -> list[str]:
     assert job is not None
     specs = job["spec"][jobs.kind.spec_field]
     names = [
-        f"{name}-{rtype.lower()}-{index}"
+        jobs.kind.pod_name(name, rtype, index)
         for rtype, spec in specs.items()
         for index in range(spec.get("replicas", 1))
     ]
@@ -113,6 +114,12 @@ def _first_fails(jobs: Jobs, kubelet: FakeKubelet, name: str) -> None:
     kubelet.fail(jobs.namespace, names[-1], 1, container=jobs.kind.container_name)
 
 
+def _evict_first(jobs: Jobs, kubelet: FakeKubelet, name: str) -> None:
+    """The deciding replica (MPIJob's Launcher) is evicted."""
+    names = _run_all(jobs, kubelet, name)
+    kubelet.evict(jobs.namespace, names[-1])
+
+
 def scenarios(kind: Framework[Any]) -> dict[str, Scenario]:
     def shape(restart_policy: str, workers: int = 2) -> dict[str, Any]:
         specs = {c.WORKER: _replica(kind, workers, restart_policy)}
@@ -125,6 +132,9 @@ def scenarios(kind: Framework[Any]) -> dict[str, Scenario]:
         "exitcode": Scenario(shape("ExitCode"), _killed_then_succeed, c.SUCCEEDED),
         "never": Scenario(shape("Never", workers=1), _first_fails, c.FAILED),
     }
+    if kind.kind == "MPIJob":  # the Launcher decides; upstream recreates no pod
+        del found["exitcode"]
+        found["evicted"] = Scenario(shape("Never"), _evict_first, c.FAILED)
     if kind.kind == "PyTorchJob":  # its Worker-only rules: all succeed, or (elastic) any
         found["workers"] = Scenario(
             {c.WORKER: _replica(kind, 2, "OnFailure")}, _succeed(), c.SUCCEEDED
@@ -213,8 +223,18 @@ def _same(kind: Framework[Any], ours: Outcome, theirs: Outcome) -> bool:
 
 
 def _upstream_part(conditions: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """The conditions with tfjob's addition to a failure message cut off."""
-    return [(*c[:3], c[3].split(" <job>-", 1)[0]) if c[0] == "Failed" else c for c in conditions]
+    """The conditions with tfjob's addition to a failure message cut off, and an
+    MPIJob's failure reason as upstream's status misspells it (its controller prefixes
+    the kind twice; docs/behaviour.md)."""
+    return [
+        (c[0], c[1], _MISSPELT.get(c[2], c[2]), c[3].split(" <job>-", 1)[0])
+        if c[0] == "Failed"
+        else c
+        for c in conditions
+    ]
+
+
+_MISSPELT = {"MPIJobFailed": "MPIJobMPIJobFailed", "MPIJobEvicted": "MPIJobMPIJobFailed"}
 
 
 def _counts(replicas: dict[str, Any]) -> dict[str, dict[str, int]]:

@@ -401,25 +401,31 @@ def _steps(plan: Plan) -> list[Step]:
 
 
 def _waves(steps: Sequence[Step]) -> list[list[Step]]:
-    """Maximal runs of pod/service actions, and of owned-object actions (each run
-    order-free among itself); a status write, a DeleteJob or a gang group action
-    stands alone, after everything before it."""
+    """Maximal runs of pod/service actions (order-free among themselves); a status
+    write, a DeleteJob, a gang group action or an owned-object action stands alone,
+    after everything before it (an MPIJob's RoleBinding can only be made once its
+    Role exists: the API server checks the binder holds what the Role grants)."""
     waves: list[list[Step]] = []
     for step in steps:
-        lane = _lane(step)
-        if lane == "alone" or not waves or _lane(waves[-1][0]) != lane:
+        if _alone(step) or not waves or _alone(waves[-1][0]):
             waves.append([step])
         else:
             waves[-1].append(step)
     return waves
 
 
-def _lane(step: Step) -> str:
-    if isinstance(step, WriteStatus | DeleteJob | CreateGroup | UpdateGroup | DeleteGroup):
-        return "alone"
-    if isinstance(step, CreateOwned | UpdateOwned | DeleteOwned):
-        return "owned"
-    return "replicas"
+def _alone(step: Step) -> bool:
+    return isinstance(
+        step,
+        WriteStatus
+        | DeleteJob
+        | CreateGroup
+        | UpdateGroup
+        | DeleteGroup
+        | CreateOwned
+        | UpdateOwned
+        | DeleteOwned,
+    )
 
 
 def _what(action: Action) -> tuple[Resource, str]:
