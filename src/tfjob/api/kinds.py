@@ -75,6 +75,8 @@ class KindDeclaration:
     # replica must have a container named `container_name` (every kind but MPIJob).
     default_port: bool = True
     requires_named_container: bool = True
+    # Why `tfjob run` cannot run the kind's jobs on this machine ("": it can).
+    local_refusal: str = ""
     # The objects besides pods and services its jobs own (`OwnedKind`); the Kubernetes
     # runtime watches these kinds only for the kinds that declare them.
     owned_kinds: tuple[OwnedKind, ...] = ()

@@ -122,6 +122,10 @@ class Mpi(Framework[MPIJob]):
     template_metadata = ("annotations",)
     owned_kinds = (SERVICE_ACCOUNTS, CONFIG_MAPS, ROLES, ROLE_BINDINGS)
     owned_env = ("OMPI_MCA_*", "I_MPI_HYDRA_BOOTSTRAP*")
+    local_refusal = (
+        "MPI jobs cannot run locally yet: the launcher's mpirun reaches its workers with "
+        "kubectl exec (kubexec.sh) inside a cluster, which tfjob run does not stand in for"
+    )
 
     # --- names and defaults ---------------------------------------------------------
 

@@ -46,7 +46,7 @@ def read_jobs(
         raise BadInput(str(error)) from None
 
 
-def invalid(source: str, errors: list[FieldError]) -> BadInput:
+def invalid(source: str, errors: list[FieldError], kind: str = "TFJob") -> BadInput:
     """BadInput for problems found outside tfjob.api (e.g. the local pre-flight check),
     worded as validation errors are."""
-    return BadInput(str(InvalidJob(source, errors)))
+    return BadInput(str(InvalidJob(source, errors, kind=kind)))

@@ -100,7 +100,7 @@ def command(
     base_dir = job_file.resolve().parent
     errors, warnings = preflight.check(job, base_dir)
     if errors:
-        raise invalid(str(job_file), errors)
+        raise invalid(str(job_file), errors, job.kind)
     stream = sys.stderr if output else sys.stdout
     options = RunOptions(
         base_dir=base_dir,

@@ -29,6 +29,10 @@ MAX_LOCAL_REPLICAS = 4096
 
 def check(job: Job, base_dir: Path) -> tuple[list[FieldError], list[str]]:
     """(errors that stop the run, warnings about what the local run leaves out)."""
+    framework = framework_of(job)
+    if framework.local_refusal:
+        fix = f"run the {framework.kind} on Kubernetes (tfjob submit, or the operator)"
+        return [FieldError("kind", framework.local_refusal, fix)], []
     errors: list[FieldError] = list(_check_size(job))
     warnings: list[str] = []
     if errors:

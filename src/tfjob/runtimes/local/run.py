@@ -141,6 +141,8 @@ class LocalRun:
                 done = self._services.delete(action.name)
             case DeleteJob():
                 done = True
+            case _:  # a gang group or an owned object: nothing of it exists locally
+                done = False
         return done
 
     def _outcome(self, done: bool, reason: str, message: str) -> None:
