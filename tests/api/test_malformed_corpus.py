@@ -40,6 +40,7 @@ def test_the_pytorch_corpus_has_a_dozen_jobs_of_each_kind_of_mistake() -> None:
         ("JAXJob", {"jax-rules", "yaml"}),
         ("XGBoostJob", {"xgboost-rules", "yaml"}),
         ("PaddleJob", {"paddle-rules", "paddle-elastic", "yaml"}),
+        ("MPIJob", {"mpi-rules", "yaml"}),
     ],
 )
 def test_each_other_kind_has_a_dozen_malformed_jobs(kind: str, categories: set[str]) -> None:

@@ -1,4 +1,4 @@
-"""The JAXJob, XGBoostJob and PaddleJob CRDs on a real API server: each installs,
+"""The JAXJob, XGBoostJob, PaddleJob and MPIJob CRDs on a real API server: each installs,
 stores a valid job, refuses its malformed corpus (tests/fixtures/malformed-<kind>/)
 exactly as `tfjob run`'s loader does, and (JAXJob, PaddleJob) scales its Workers.
 
@@ -33,6 +33,7 @@ VALID = {
     "JAXJob": {"Worker": 2},
     "XGBoostJob": {"Master": 1, "Worker": 2},
     "PaddleJob": {"Master": 1, "Worker": 2},
+    "MPIJob": {"Launcher": 1, "Worker": 2},
 }
 
 
