@@ -4,7 +4,9 @@ The operator runs one per kind it serves (operator.py), as Kubeflow's manager ru
 controller per enabled scheme. They share the API client, the event recorder, the
 metrics, the gang groups and the Lease; nothing else. A kind's caches hold only its
 jobs and the pods and services labelled with its operator name
-(`training.kubeflow.org/operator-name=pytorchjob-controller`), and its queue only its
+(`training.kubeflow.org/operator-name=pytorchjob-controller`), and, for a kind that
+owns other objects (`owned_kinds`: MPIJob's ConfigMaps..., PyTorchJob's HPAs), those
+labelled so too, one cache per kind of object; its queue holds only its
 jobs' `namespace/name` keys, so a key never needs to carry the kind and two kinds'
 jobs of one name never meet.
 """
