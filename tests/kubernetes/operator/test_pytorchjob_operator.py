@@ -5,6 +5,7 @@ compares its statuses with Kubeflow's)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -73,3 +74,44 @@ def test_a_pytorchjob_runs_to_succeeded_with_its_kind_named(
         )
         >= 1
     )
+
+
+def test_a_suspended_pytorchjob_loses_its_pods_and_resumes(
+    operators: Operators, pytorch: Jobs, kubelet: FakeKubelet
+) -> None:
+    operators.start()
+    ns = pytorch.namespace
+    names = {"sus-master-0", "sus-worker-0"}
+    pytorch.create("sus", {"Master": replica(1), "Worker": replica(1)})
+    pytorch.wait_pods(names)
+    for name in sorted(names):
+        kubelet.run(ns, name)
+    pytorch.wait_condition("sus", "Running")
+
+    pytorch.patch_spec("sus", {"runPolicy": {"suspend": True}})
+    pytorch.wait_condition("sus", "Suspended")
+    pytorch.wait_pods(set())
+    pytorch.wait_services(set())
+    assert pytorch.conditions("sus")[-1] == ("Suspended", "True", "PyTorchJobSuspended")
+
+    pytorch.patch_spec("sus", {"runPolicy": {"suspend": False}})
+    pytorch.wait_pods(names)
+    assert set(pytorch.wait_services(names)) == names
+    resumed = pytorch.conditions("sus")
+    assert ("Suspended", "False", "PyTorchJobResumed") in resumed
+
+
+def test_a_pytorchjob_managed_by_multikueue_is_left_alone(
+    operators: Operators, pytorch: Jobs
+) -> None:
+    operators.start()
+    pytorch.create(
+        "theirs", {"Worker": replica(1)}, runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}
+    )
+    pytorch.create("ours", {"Worker": replica(1)})
+    pytorch.wait_condition("ours", "Created")
+    pytorch.wait_pods({"ours-worker-0"})
+    time.sleep(0.5)
+    assert pytorch.status("theirs") == {}
+    assert set(pytorch.pods()) == {"ours-worker-0"}
+    assert pytorch.events("theirs") == []
