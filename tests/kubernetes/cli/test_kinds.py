@@ -171,6 +171,7 @@ def test_a_pytorchjob_is_followed_logged_waited_for_and_deleted(
     cluster.write_container_log(["training"])
     document = ending(pytorch_document("ddp", 2), exit_code=0, run_for="10s")
     following = cli.start("submit", "--follow", str(cli.write(document)))
+    following.wait_output(lambda text: "created PyTorchJob ddp" in text)
     waiting = cli.start("wait", "ddp", "--timeout", "55s")
     running = cli("wait", "ddp", "--for", "Running", "--timeout", "40s")
     assert running.returncode == 0, running.stderr + following.output()

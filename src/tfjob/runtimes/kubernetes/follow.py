@@ -241,7 +241,7 @@ class JobFollower:
                     pod=_pod_name(pod),
                     uid=key[0],
                     container=container,
-                    label=replica_label(metadata, container),
+                    label=replica_label(metadata, container, self._kind.container_name),
                 )
                 if self._options.until_finished:
                     stream.task = asyncio.create_task(self._stream(stream))
