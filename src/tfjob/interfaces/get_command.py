@@ -107,6 +107,8 @@ def _asked(words: tuple[str, ...]) -> _Asked:
 
 async def _show(api: JobsApi, asked: _Asked, watch: bool, output: str | None) -> None:
     look = await _look(api, asked)
+    if asked.job is not None:  # -w looks again at the job found, not for the name anew
+        asked = _Asked(job=JobRef(asked.job.name, kind_of(look.jobs[0])))
     if watch:
         await _watch(api, asked, output, look)
     elif asked.job and output is None:
