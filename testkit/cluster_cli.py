@@ -17,6 +17,7 @@ import yaml
 from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
 from testkit.helpers import IMAGE, container, pytorchjob, replica, tfjob
 from testkit.tfjob_cli import TFJOB
+from tfjob.api.kinds import KindDeclaration
 from tfjob.frameworks.registry import FRAMEWORKS
 
 LIMIT = 60.0  # seconds any one command may take in these tests
@@ -36,6 +37,19 @@ def pytorch_document(name: str, workers: int = 1, *, master: bool = True) -> dic
     if master:
         specs = {"Master": replica(1, "Never", pod), **specs}
     return pytorchjob(name, None, specs)
+
+
+def any_kind_document(kind: KindDeclaration, name: str) -> dict[str, Any]:
+    """A valid job of any kind, from its declaration alone: its first master type (if
+    it has one) and a Worker, each one replica of the kind's training container."""
+    pod = [{"name": kind.container_name, "image": IMAGE, "command": ["python", "train.py"]}]
+    types = (*kind.master_types[:1], "Worker")
+    return {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": {"name": name},
+        "spec": {kind.spec_field: {t: replica(1, "Never", pod) for t in types}},
+    }
 
 
 def ending_job(name: str, replicas: int, *, exit_code: int, run_for: str) -> dict[str, Any]:

@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from lightkube import ApiError, Client
+from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 
 from testkit.cluster import Cluster, Nodes
-from testkit.cluster_cli import Cli, ending, job_document, pytorch_document
+from testkit.cluster_cli import Cli, any_kind_document, ending, job_document, pytorch_document
+from testkit.controlplane import (
+    MANIFESTS_BASE,
+    ControlPlane,
+    apply_documents,
+    kustomization_files,
+    load_manifest,
+)
+from testkit.helpers import wait_for
 from testkit.operators import Jobs, RunningOperator
+from tfjob.frameworks.registry import FRAMEWORKS
 
 PYTORCHJOB = create_namespaced_resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")
 HEADER = ["NAME", "KIND", "STATE", "READY", "SUCCEEDED", "FAILED", "RESTARTS", "AGE"]
@@ -153,6 +164,92 @@ def test_an_unknown_kind_or_a_malformed_name_is_bad_input(cli: Cli, jobs: Jobs) 
     assert _one_line(cli("delete", "x", "y", "z")) == (
         "tfjob: x y z: name one job, as NAME, KIND NAME or KIND/NAME"
     )
+
+
+# -- which kinds a cluster serves ------------------------------------------------------
+
+_FIX = "kubectl apply -k manifests/base, or install Kubeflow's training operator"
+
+
+def _missing(resource: str, kind: str) -> str:
+    return (
+        f"tfjob: the cluster has no {resource} resource (the {kind} CRD is not installed): {_FIX}"
+    )
+
+
+def _crds() -> list[dict[str, Any]]:
+    """Every CRD manifests/base installs: one per kind tfjob serves."""
+    documents = [doc for path in kustomization_files() for doc in load_manifest(path)]
+    return [doc for doc in documents if doc["kind"] == "CustomResourceDefinition"]
+
+
+def test_the_kinds_served_follow_the_crds_installed(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """A second, fresh API server (the session's keeps its CRDs): no CRD at first,
+    then TFJob's only, then every kind's. Nothing in the commands names a kind: each
+    one in the registry (TFJob, PyTorchJob, JAXJob, ...) is served from its
+    declaration once its CRD is installed."""
+    with (
+        ControlPlane(control_plane.assets) as bare,
+        Client(KubeConfig.from_file(bare.kubeconfig_path)) as admin,
+    ):
+        plain = Cli(bare.kubeconfig_path, "default", tmp_path)
+        tf_file = str(plain.write(job_document("x")))
+        torch_file = str(plain.write(pytorch_document("t")))
+        for args in (["get"], ["get", "x"], ["wait", "x"]):
+            result = plain(*args)
+            assert result.returncode == 3, result.stderr
+            line = _one_line(result)
+            assert line.startswith(
+                "tfjob: the cluster has none of the resources tfjobs.kubeflow.org, "
+                "pytorchjobs.kubeflow.org"
+            ), line
+            assert line.endswith(f"(no CRD of a job kind is installed): {_FIX}"), line
+        submitted = plain("submit", tf_file)
+        assert submitted.returncode == 3
+        assert _one_line(submitted) == _missing("tfjobs.kubeflow.org", "TFJob")
+
+        # TFJob's CRD only: the others are left out, and named when asked for.
+        apply_documents(admin, load_manifest(MANIFESTS_BASE / "crd.yaml"))
+        listed = wait_for(lambda: (r := plain("get")).returncode == 0 and r, 30.0)
+        assert listed.stdout == "" and listed.stderr.strip() == "No jobs in namespace default."
+        missing_torch = _missing("pytorchjobs.kubeflow.org", "PyTorchJob")
+        for args in (["get", "pytorchjobs"], ["logs", "pytorchjob/t"], ["submit", torch_file]):
+            result = plain(*args)
+            assert result.returncode == 3, (args, result.stderr)
+            assert _one_line(result) == missing_torch
+        unknown = plain("get", "t")  # looked for among the kinds installed: TFJob
+        assert unknown.returncode == 2
+        assert _one_line(unknown) == 'tfjob: no TFJob "t" in namespace default'
+        assert plain("submit", tf_file).returncode == 0
+        assert [row[:2] for row in _rows(plain("get"))] == [["x", "TFJob"]]
+        assert plain("delete", "x").stdout.strip() == 'tfjob.kubeflow.org "x" deleted'
+
+        # Every kind's CRD: every kind in the registry is submitted, listed, shown and
+        # deleted by name.
+        for crd in _crds():
+            apply_documents(admin, [crd])
+        kinds = list(FRAMEWORKS.values())
+        wait_for(lambda: all(plain("get", k.plural).returncode == 0 for k in kinds), 30.0)
+        named = {f"{k.kind.lower()}-job": k for k in kinds}
+        created = _submit(plain, *(any_kind_document(k, name) for name, k in named.items()))
+        assert created.stdout.splitlines() == [
+            f"{k.kind.lower()}.{k.group}/{name} created" for name, k in named.items()
+        ]
+        listing = _rows(plain("get"))
+        assert [row[:2] for row in listing] == [[n, named[n].kind] for n in sorted(named)]
+        for name, kind in named.items():
+            assert [row[:4] for row in _rows(plain("get", kind.plural))] == [
+                [name, kind.kind, "Created", f"0/{len(kind.master_types[:1]) + 1}"]
+            ]
+            shown = plain("get", name)
+            assert f"Kind:       {kind.kind}" in shown.stdout, shown.stderr
+            deleted = plain("delete", name)
+            assert deleted.stdout.strip() == f'{kind.kind.lower()}.{kind.group} "{name}" deleted'
+        empty = plain("get")
+        assert (empty.returncode, empty.stdout) == (0, "")
+        assert empty.stderr.strip() == "No jobs in namespace default."
 
 
 # -- with tfjob's operator: a PyTorchJob run to its end --------------------------------
