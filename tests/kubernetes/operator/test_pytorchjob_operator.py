@@ -5,11 +5,14 @@ compares its statuses with Kubeflow's)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from typing import Any
 
 import pytest
 
+from testkit.controlplane import ControlPlane
+from testkit.helpers import wait_for
 from testkit.kubelet import FakeKubelet
 from testkit.operators import Jobs, Operators
 from tfjob.frameworks.pytorch import PYTORCH
@@ -115,3 +118,37 @@ def test_a_pytorchjob_managed_by_multikueue_is_left_alone(
     assert pytorch.status("theirs") == {}
     assert set(pytorch.pods()) == {"ours-worker-0"}
     assert pytorch.events("theirs") == []
+
+
+def test_kubectl_scale_adds_workers_through_the_scale_subresource(
+    operators: Operators, pytorch: Jobs, kubelet: FakeKubelet, control_plane: ControlPlane
+) -> None:
+    """`kubectl scale pytorchjob/NAME --replicas=3` sets the Workers' count; the scale
+    subresource reads the Workers' selector from the status tfjob writes."""
+    operators.start()
+    ns = pytorch.namespace
+    pytorch.create("grow", {"Master": replica(1), "Worker": replica(1)})
+    pytorch.wait_pods({"grow-master-0", "grow-worker-0"})
+    kubectl = control_plane.assets.tool("kubectl")
+    scale = [str(kubectl), f"--kubeconfig={control_plane.kubeconfig_path}", "-n", ns]
+    wait_for(
+        lambda: pytorch.status("grow").get("replicaStatuses", {}).get("Worker", {}).get("selector"),
+        message="the Workers' selector in status",
+    )
+    subprocess.run([*scale, "scale", "pytorchjob/grow", "--replicas=3"], check=True)
+    pytorch.wait_pods({"grow-master-0", "grow-worker-0", "grow-worker-1", "grow-worker-2"})
+    status, body = control_plane.request(
+        "GET", f"/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs/grow/scale"
+    )
+    assert status == 200, body
+    assert body["spec"]["replicas"] == 3
+    assert body["status"]["selector"] == (
+        "training.kubeflow.org/job-name=grow,"
+        "training.kubeflow.org/operator-name=pytorchjob-controller,"
+        "training.kubeflow.org/replica-type=worker"
+    )
+    env = {
+        e["name"]: e.get("value")
+        for e in pytorch.pods()["grow-worker-2"]["spec"]["containers"][0]["env"]
+    }
+    assert (env["RANK"], env["WORLD_SIZE"]) == ("3", "4")
