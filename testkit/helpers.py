@@ -1,5 +1,5 @@
-"""What tests and benchmarks both need, written once: a free port, a TFJob manifest,
-and waiting for a condition (polling, in a thread or on the event loop).
+"""What tests and benchmarks both need, written once: a free port, TFJob and PyTorchJob
+manifests, and waiting for a condition (polling, in a thread or on the event loop).
 
 Manifests here are plain dicts as a user writes them (for an API server or a YAML
 file); `testkit.builders` has the decoded `TFJob` structs the core's tests use.
@@ -85,6 +85,21 @@ def job_manifest(
         "kind": kind,
         "metadata": metadata,
         "spec": {spec_field: {"Worker": replica()} if specs is None else specs, **spec},
+    }
+
+
+def pytorchjob(
+    name: str, namespace: str | None = None, specs: dict[str, Any] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A PyTorchJob manifest, as `tfjob()` a TFJob: `specs` maps replica types to
+    replica specs whose container is named `pytorch` (default: one Worker)."""
+    worker = replica(containers=[{"name": "pytorch", "image": IMAGE}])
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": metadata,
+        "spec": {"pytorchReplicaSpecs": {"Worker": worker} if specs is None else specs, **spec},
     }
 
 

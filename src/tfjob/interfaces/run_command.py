@@ -108,7 +108,7 @@ def command(
         grace_period=grace_period,
         namespace=namespace,
     )
-    with RunConsole(stream, job.metadata.name, live_view=not no_view) as console:
+    with RunConsole(stream, f"{job.kind} {job.metadata.name}", live_view=not no_view) as console:
         for warning in warnings:
             console.note(warning, warning=True)
         console.note(f"logs in {options.run_dir}/")
