@@ -55,7 +55,7 @@ def _job_of(namespace: Jobs, kind: Framework[Any]) -> InFlight:
     name = f"swap-{kind.kind.lower().removesuffix('job')}"
     pods = tuple(
         sorted(
-            (f"{name}-{t.lower()}-{i}" for t, s in specs.items() for i in range(s["replicas"])),
+            (kind.pod_name(name, t, i) for t, s in specs.items() for i in range(s["replicas"])),
             key=lambda pod: ("-worker-" not in pod, pod),
         )
     )
