@@ -18,6 +18,7 @@ import pytest
 from testkit.fake_api import FakeApi
 from testkit.operators import Jobs, Operators, replica
 from tfjob.frameworks.pytorch import PYTORCH
+from tfjob.frameworks.registry import FRAMEWORKS
 from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
 from tfjob.runtimes.kubernetes.resources import EVENTS, LEASES, PODS, SERVICES, TFJOBS
 
@@ -39,7 +40,7 @@ async def test_a_kind_whose_crd_is_not_installed_is_left_out() -> None:
     api = FakeApi(served=[PODS, SERVICES, EVENTS, LEASES, TFJOBS])  # no pytorchjobs
     operator, code = await _serve_until_synced(api, OPTIONS)
     assert code == 0
-    assert set(operator.controllers) == {"TFJob", "PyTorchJob"}  # both enabled
+    assert set(operator.controllers) == set(FRAMEWORKS)  # every kind enabled
     assert [k.kind.kind for k in operator.serving] == ["TFJob"]  # one served
     listed = {r.resource for r in api.requests if r.verb in ("list", "watch")}
     assert "tfjobs.kubeflow.org" in listed
