@@ -1,0 +1,124 @@
+"""Fixtures for the tests of tfjob under a real Kueue (testkit/kueue.py).
+
+- ``kueue`` (session): Kueue's manager on the session's cluster, managing every kind
+  in ``KINDS``; started on first use, kept for the session. Skips (fails under
+  ``CI=true``) when it cannot be had, like the cluster.
+- ``kind`` (function): each test runs once per kind in ``KINDS``: the kinds tfjob's
+  operator serves. A kind is added here when the operator serves it.
+- ``worker_cluster`` (session): a second control plane standing for a MultiKueue
+  worker cluster (the kinds' CRDs and Kueue's, nothing running on it).
+- ``queues`` (function): makes this test's ResourceFlavors, ClusterQueues,
+  LocalQueues and WorkloadPriorityClasses (cluster-scoped ones get unique names) and
+  deletes them after the test.
+- ``queued`` (function): the test's jobs of ``kind``, their pods, services, gang
+  groups and Kueue Workloads, read through the raw API (every field as stored).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.config.kubeconfig import KubeConfig
+
+from testkit.cluster import Cluster
+from testkit.controlplane import (
+    MANIFESTS_BASE,
+    ControlPlane,
+    ControlPlaneError,
+    ControlPlaneUnavailable,
+    apply_documents,
+    load_manifest,
+)
+from testkit.kueue import Kueue, QueuedJobs, Queues, Worker, config_dir_of, install_crds
+
+#: The kinds the operator serves, each run through every scenario.
+KINDS = ("TFJob",)
+#: The session fixture that installs each kind's CRD, and its file in manifests/base.
+CRD_FIXTURES = {"TFJob": "crd_installed", "PyTorchJob": "pytorchjob_crd_installed"}
+CRD_FILES = {"TFJob": "crd.yaml", "PyTorchJob": "pytorchjob-crd.yaml"}
+
+_KUEUE = pytest.StashKey[Kueue]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test's report gets Kueue's log tail."""
+    report: Any = yield
+    kueue = item.config.stash.get(_KUEUE, None)
+    if report.failed and kueue is not None:
+        report.sections.append(("kueue log", kueue.log_tail(60)))
+    return report
+
+
+@pytest.fixture(scope="session")
+def kueue(
+    cluster: Cluster,
+    control_plane: ControlPlane,
+    kube: Client,
+    request: pytest.FixtureRequest,
+    pytestconfig: pytest.Config,
+) -> Iterator[Kueue]:
+    """Kueue's manager for the session, managing every kind in KINDS. Their CRDs are
+    installed first so Kueue sets up their controllers at once."""
+    for kind in KINDS:
+        request.getfixturevalue(CRD_FIXTURES[kind])
+    try:
+        binary = control_plane.assets.tool("kueue")
+        started = Kueue(control_plane, kube, binary, KINDS).start()
+    except ControlPlaneUnavailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"no Kueue: {exc}", pytrace=False)
+        pytest.skip(f"no Kueue: {exc}")
+    except ControlPlaneError as exc:
+        pytest.fail(f"Kueue did not start:\n{exc}", pytrace=False)
+    pytestconfig.stash[_KUEUE] = started
+    try:
+        yield started
+    finally:
+        del pytestconfig.stash[_KUEUE]
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def worker_cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Worker]:
+    """A second control plane, as a MultiKueue worker cluster: the kinds' CRDs and
+    Kueue's, no Kueue manager running there (jobs dispatched to it stay pending)."""
+    plane = ControlPlane(control_plane.assets)
+    try:
+        plane.start()
+    except (ControlPlaneUnavailable, ControlPlaneError) as exc:
+        pytest.fail(f"the worker cluster did not start:\n{exc}", pytrace=False)
+    client = Client(KubeConfig.from_file(plane.kubeconfig_path), field_manager="tfjob-tests")
+    try:
+        for kind in KINDS:
+            apply_documents(client, load_manifest(MANIFESTS_BASE / CRD_FILES[kind]))
+        install_crds(client, config_dir_of(control_plane.assets.tool("kueue")))
+        yield Worker(plane, client)
+    finally:
+        client.close()
+        plane.stop()
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+# -- per test ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def queues(kueue: Kueue, control_plane: ControlPlane, namespace: str) -> Iterator[Queues]:
+    made = Queues(control_plane, namespace)
+    yield made
+    made.cleanup()
+
+
+@pytest.fixture
+def queued(kueue: Kueue, control_plane: ControlPlane, namespace: str, kind: str) -> QueuedJobs:
+    return QueuedJobs(control_plane, namespace, kind)
