@@ -31,10 +31,8 @@ OPERATOR = "tfjob-controller"  # the operator's events' source component
 
 
 def _admitted(queued: QueuedJobs, name: str) -> bool:
-    return (
-        workload_condition(queued.workload(name), "Admitted") is not None
-        and (workload_condition(queued.workload(name), "Admitted") or {}).get("status") == "True"
-    )
+    admitted = workload_condition(queued.workload(name), "Admitted")
+    return admitted is not None and admitted["status"] == "True"
 
 
 def _pending_for_quota(queued: QueuedJobs, name: str) -> dict[str, Any] | None:
@@ -54,7 +52,7 @@ def test_quota_holds_the_second_job_suspended_with_no_pod_until_the_first_ends(
 
     queued.create("first", 4, queue=queue)
     queued.running_pods("first", 4)
-    assert not queued.suspended("first")
+    assert not queued.suspended("first") and _admitted(queued, "first")
     queued.create("second", 4, queue=queue)
     verdict = wait_for(
         lambda: _pending_for_quota(queued, "second"), message="Kueue to hold the second job"
@@ -65,11 +63,16 @@ def test_quota_holds_the_second_job_suspended_with_no_pod_until_the_first_ends(
     assert queued.services("second") == {}
     assert queued.wait_condition("second", "Suspended")["reason"] == f"{queued.kind}Suspended"
     assert queued.condition("second", "Running") is None
+    # Not even a pod made and deleted again: the operator never created one (it
+    # records each creation, as it did for the first job).
+    assert _pod_creations(queued, "first") == 4
+    assert _pod_creations(queued, "second") == 0
 
     queued.end_pods("first")
     queued.wait_condition("first", "Succeeded")
     wait_for(lambda: not queued.suspended("second"), message="Kueue to admit the second job")
     queued.running_pods("second", 4)
+    assert _admitted(queued, "second")
     resumed = queued.get("second")["status"]["conditions"]
     assert [c["reason"] for c in resumed if c["type"] == "Suspended"] == [f"{queued.kind}Resumed"]
     queued.end_pods("second")
@@ -127,9 +130,12 @@ def test_preemption_evicts_the_low_job_and_it_resumes_cleanly_to_success(
     suspended = queued.wait_condition("low", "Suspended", timeout=10)
     assert suspended["reason"] == f"{queued.kind}Suspended"
     assert queued.condition("low", "Running") is None
+    # Why is Kueue's to say: on its Workload, and in its event on the job.
     evicted = workload_condition(queued.workload("low"), "Evicted")
     assert evicted is not None and evicted["status"] == "True", evicted
     assert evicted["reason"] == "Preempted", evicted
+    stopped = [e for e in _job_events(queued, "low") if e["reason"] == "Stopped"]
+    assert stopped and "Preempted" in stopped[-1]["message"], stopped
 
     queued.running_pods("high", 4)
     queued.wait_condition("high", "Succeeded")
@@ -291,14 +297,29 @@ def _workloads(worker: Worker, namespace: str) -> list[str]:
     return [w["metadata"]["name"] for w in body["items"]]
 
 
-def _operator_events(queued: QueuedJobs, name: str) -> list[dict[str, Any]]:
-    """Events the operator recorded about the job (component tfjob-controller)."""
+def _job_events(queued: QueuedJobs, name: str) -> list[dict[str, Any]]:
     status, body = queued.plane.request(
         "GET",
         f"/api/v1/namespaces/{queued.namespace}/events?fieldSelector=involvedObject.name={name}",
     )
     assert status == 200, body
-    return [e for e in body["items"] if e.get("source", {}).get("component") == OPERATOR]
+    events: list[dict[str, Any]] = body["items"]
+    return events
+
+
+def _pod_creations(queued: QueuedJobs, name: str) -> int:
+    return sum(
+        int(e.get("count") or 1)
+        for e in _operator_events(queued, name)
+        if e["reason"] == "SuccessfulCreatePod"
+    )
+
+
+def _operator_events(queued: QueuedJobs, name: str) -> list[dict[str, Any]]:
+    """Events the operator recorded about the job (component tfjob-controller)."""
+    return [
+        e for e in _job_events(queued, name) if e.get("source", {}).get("component") == OPERATOR
+    ]
 
 
 def _defaulted_to_multikueue(queued: QueuedJobs, queue: str) -> bool:
