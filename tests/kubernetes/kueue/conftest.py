@@ -1,11 +1,13 @@
 """Fixtures for the tests of tfjob under a real Kueue (testkit/kueue.py).
 
-- ``kueue`` (session): Kueue's manager on the session's cluster, managing every kind
-  in ``KINDS``; started on first use, kept for the session. Skips (fails under
-  ``CI=true``) when it cannot be had, like the cluster.
+- ``kueue`` (module): Kueue's manager on the session's cluster, managing every kind
+  in ``KINDS``, for one test file. Module-scoped so that its webhooks, which the API
+  server calls for every job of those kinds, are gone before the session's other
+  tests run (a restart costs ~3 s). Skips (fails under ``CI=true``) when it cannot
+  be had, like the cluster.
 - ``kind`` (function): each test runs once per kind in ``KINDS``: the kinds tfjob's
   operator serves. A kind is added here when the operator serves it.
-- ``worker_cluster`` (session): a second control plane standing for a MultiKueue
+- ``worker_cluster`` (module): a second control plane standing for a MultiKueue
   worker cluster (the kinds' CRDs and Kueue's, nothing running on it).
 - ``queues`` (function): makes this test's ResourceFlavors, ClusterQueues,
   LocalQueues and WorkloadPriorityClasses (cluster-scoped ones get unique names) and
@@ -36,10 +38,21 @@ from testkit.controlplane import (
 from testkit.kueue import Kueue, QueuedJobs, Queues, Worker, config_dir_of, install_crds
 
 #: The kinds the operator serves, each run through every scenario.
-KINDS = ("TFJob",)
-#: The session fixture that installs each kind's CRD, and its file in manifests/base.
-CRD_FIXTURES = {"TFJob": "crd_installed", "PyTorchJob": "pytorchjob_crd_installed"}
-CRD_FILES = {"TFJob": "crd.yaml", "PyTorchJob": "pytorchjob-crd.yaml"}
+KINDS = ("TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob")
+#: The session fixture that installs each kind's CRD (tests/kubernetes/conftest.py).
+CRD_FIXTURES = {
+    "TFJob": "crd_installed",
+    "PyTorchJob": "pytorchjob_crd_installed",
+    "JAXJob": "kind_crds_installed",
+    "XGBoostJob": "kind_crds_installed",
+    "PaddleJob": "kind_crds_installed",
+}
+
+
+def crd_file(kind: str) -> str:
+    """The kind's CRD in manifests/base."""
+    return "crd.yaml" if kind == "TFJob" else f"{kind.lower()}-crd.yaml"
+
 
 _KUEUE = pytest.StashKey[Kueue]()
 
@@ -54,7 +67,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kueue(
     cluster: Cluster,
     control_plane: ControlPlane,
@@ -83,7 +96,7 @@ def kueue(
         started.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def worker_cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Worker]:
     """A second control plane, as a MultiKueue worker cluster: the kinds' CRDs and
     Kueue's, no Kueue manager running there (jobs dispatched to it stay pending)."""
@@ -95,7 +108,7 @@ def worker_cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) 
     client = Client(KubeConfig.from_file(plane.kubeconfig_path), field_manager="tfjob-tests")
     try:
         for kind in KINDS:
-            apply_documents(client, load_manifest(MANIFESTS_BASE / CRD_FILES[kind]))
+            apply_documents(client, load_manifest(MANIFESTS_BASE / crd_file(kind)))
         install_crds(client, config_dir_of(control_plane.assets.tool("kueue")))
         yield Worker(plane, client)
     finally:

@@ -17,9 +17,11 @@ EXAMPLES = REPO_ROOT / "examples" / "kueue"
 
 
 def _kubectl(plane: ControlPlane, namespace: str, *args: str) -> str:
+    """kubectl as the admin, its discovery cache in the control plane's folder."""
+    assert plane.workdir is not None
     done = subprocess.run(
         [str(plane.assets.tool("kubectl")), f"--kubeconfig={plane.kubeconfig_path}",
-         f"--namespace={namespace}", *args],
+         f"--cache-dir={plane.workdir / 'kubectl-cache'}", f"--namespace={namespace}", *args],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -27,7 +27,6 @@ from testkit.operators import Operators
 
 POOL_LABEL = "tfjob.test/pool"
 SPOT_TAINT = "tfjob.test/spot"
-OPERATOR = "tfjob-controller"  # the operator's events' source component
 
 
 def _admitted(queued: QueuedJobs, name: str) -> bool:
@@ -316,9 +315,11 @@ def _pod_creations(queued: QueuedJobs, name: str) -> int:
 
 
 def _operator_events(queued: QueuedJobs, name: str) -> list[dict[str, Any]]:
-    """Events the operator recorded about the job (component tfjob-controller)."""
+    """Events the operator recorded about the job (its kind's controller, such as
+    tfjob-controller, is their source)."""
+    component = queued.framework.controller_name
     return [
-        e for e in _job_events(queued, name) if e.get("source", {}).get("component") == OPERATOR
+        e for e in _job_events(queued, name) if e.get("source", {}).get("component") == component
     ]
 
 
