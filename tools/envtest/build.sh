@@ -254,7 +254,7 @@ if [[ -z "${tools[kueue]:-}" ]]; then
         # Its CRDs and webhook manifests from the same module version (the download
         # above put the module in the module cache; -json names its folder).
         gobin="$(find_go)"
-        src="$(GOTOOLCHAIN=local GOFLAGS=-mod=mod "${gobin}" mod download -json \
+        src="$(cd "${dir}" && GOTOOLCHAIN=local GOFLAGS= "${gobin}" mod download -json \
             "sigs.k8s.io/kueue@${kueue_version}" \
             | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
         [[ -d "${src}/config/components/crd" ]] || die "no config/components in sigs.k8s.io/kueue@${kueue_version} (${src})"
