@@ -359,10 +359,11 @@ class Kueue:
 
 @dataclass
 class Worker:
-    """A MultiKueue worker cluster: its control plane and an admin client."""
+    """A MultiKueue worker cluster: its control plane, an admin client, its Kueue."""
 
     plane: ControlPlane
     kube: Client
+    kueue: Kueue
 
 
 def install_crds(

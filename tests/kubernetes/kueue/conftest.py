@@ -8,7 +8,7 @@
 - ``kind`` (function): each test runs once per kind in ``KINDS``: the kinds tfjob's
   operator serves. A kind is added here when the operator serves it.
 - ``worker_cluster`` (module): a second control plane standing for a MultiKueue
-  worker cluster (the kinds' CRDs and Kueue's, nothing running on it).
+  worker cluster, with the kinds' CRDs and a Kueue manager of its own.
 - ``queues`` (function): makes this test's ResourceFlavors, ClusterQueues,
   LocalQueues and WorkloadPriorityClasses (cluster-scoped ones get unique names) and
   deletes them after the test.
@@ -35,7 +35,7 @@ from testkit.controlplane import (
     apply_documents,
     load_manifest,
 )
-from testkit.kueue import Kueue, QueuedJobs, Queues, Worker, config_dir_of, install_crds
+from testkit.kueue import Kueue, QueuedJobs, Queues, Worker
 
 #: The kinds the operator serves, each run through every scenario.
 KINDS = ("TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob")
@@ -97,21 +97,25 @@ def kueue(
 
 
 @pytest.fixture(scope="module")
-def worker_cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Worker]:
-    """A second control plane, as a MultiKueue worker cluster: the kinds' CRDs and
-    Kueue's, no Kueue manager running there (jobs dispatched to it stay pending)."""
+def worker_cluster(control_plane: ControlPlane) -> Iterator[Worker]:
+    """A second control plane as a MultiKueue worker cluster: the kinds' CRDs and a
+    Kueue manager of its own (no scheduler or nodes: its pods stay Pending)."""
     plane = ControlPlane(control_plane.assets)
     try:
         plane.start()
     except (ControlPlaneUnavailable, ControlPlaneError) as exc:
         pytest.fail(f"the worker cluster did not start:\n{exc}", pytrace=False)
     client = Client(KubeConfig.from_file(plane.kubeconfig_path), field_manager="tfjob-tests")
+    kueue = Kueue(plane, client, control_plane.assets.tool("kueue"), KINDS)
     try:
         for kind in KINDS:
             apply_documents(client, load_manifest(MANIFESTS_BASE / crd_file(kind)))
-        install_crds(client, config_dir_of(control_plane.assets.tool("kueue")))
-        yield Worker(plane, client)
+        kueue.start()
+        yield Worker(plane, client, kueue)
+    except ControlPlaneError as exc:
+        pytest.fail(f"Kueue did not start on the worker cluster:\n{exc}", pytrace=False)
     finally:
+        kueue.stop()
         client.close()
         plane.stop()
 

@@ -13,6 +13,7 @@ and hands off entirely for ``managedBy: kueue.x-k8s.io/multikueue``.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from lightkube import Client
@@ -25,6 +26,9 @@ from testkit.kueue import KUEUE_API, QueuedJobs, Queues, Worker, workload_condit
 from testkit.kueue import NAMESPACE as KUEUE_NAMESPACE
 from testkit.operators import Operators
 
+#: The kinds Kueue v0.17.0's MultiKueue really dispatches: its webhook on a worker
+#: refuses the copy of a JAXJob (the prebuilt-workload label "Is not supported").
+DISPATCHED_BY_MULTIKUEUE = ("TFJob", "PyTorchJob", "XGBoostJob", "PaddleJob")
 POOL_LABEL = "tfjob.test/pool"
 SPOT_TAINT = "tfjob.test/spot"
 
@@ -194,11 +198,13 @@ def test_multikueue_jobs_are_left_to_kueue_entirely(
     nodes: Nodes,
     worker_cluster: Worker,
     kube: Client,
+    tmp_path: Path,
 ) -> None:
     """On a MultiKueue manager cluster Kueue's webhook sets managedBy on a job queued to
     a ClusterQueue with a MultiKueue admission check; Kueue dispatches the job to a
-    worker cluster and copies its status back. The operator of the manager cluster
-    must create nothing and write no status, even while the job is not suspended."""
+    worker cluster, where that cluster's operator runs it, and copies its status back.
+    The operator of the manager cluster must create nothing and write no status, even
+    once the job is admitted and unsuspended there."""
     nodes.add(1, cpu="8")
     worker = queues.unique("worker")
     kube.create(
@@ -244,14 +250,22 @@ def test_multikueue_jobs_are_left_to_kueue_entirely(
         timeout=30,
         message="Kueue's webhook to set managedBy on a job of the MultiKueue queue",
     )
-    queued.create("remote", 2, queue=queue)
-    assert queued.get("remote")["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"
-    # Kueue reserves quota here and hands the workload to the worker cluster.
-    wait_for(
-        lambda: _workloads(worker_cluster, queued.namespace),
-        timeout=30,
-        message="MultiKueue to create the workload on the worker cluster",
-    )
+    # The worker mirrors the manager's namespace and LocalQueue, and runs an operator.
+    on_worker = Queues(worker_cluster.plane, queued.namespace)
+    on_worker.local_queue(on_worker.cluster_queue(cpu="8"), name=queue)
+    remote_jobs = QueuedJobs(worker_cluster.plane, queued.namespace, queued.kind)
+    worker_operator = Operators(worker_cluster.plane.kubeconfig_path, queued.namespace, tmp_path)
+    try:
+        worker_operator.start()
+        if queued.kind in DISPATCHED_BY_MULTIKUEUE:
+            _dispatched_and_copied_back(queued, remote_jobs, queue)
+        else:
+            _held_for_the_worker(queued, worker_cluster, queue)
+    finally:
+        for running in worker_operator.started:
+            assert running.stop() == 0, running.log_tail()
+        on_worker.cleanup()
+
     # A job nobody suspends, handed off from the start.
     queued.create(
         "handed", 2, run_policy={"managedBy": "kueue.x-k8s.io/multikueue", "suspend": False}
@@ -275,7 +289,12 @@ def test_multikueue_jobs_are_left_to_kueue_entirely(
     time.sleep(2)  # and a generous margin for any late write
     for name in ("remote", "handed"):
         _no_operator_writes(queued, name)
-    assert "status" not in queued.get("remote") or not queued.get("remote")["status"]
+    # What is there is the worker's, copied by Kueue: nothing of this operator's.
+    copied_back = (queued.get("remote").get("status") or {}).get("conditions") or []
+    if queued.kind in DISPATCHED_BY_MULTIKUEUE:
+        assert copied_back[0]["type"] == "Created", copied_back
+    else:
+        assert copied_back == []
     handed = queued.get("handed")["status"]
     assert handed["conditions"] == copied["conditions"]
     assert handed["replicaStatuses"] == copied["replicaStatuses"]
@@ -285,15 +304,45 @@ def test_multikueue_jobs_are_left_to_kueue_entirely(
     assert [e["reason"] for e in _operator_events(queued, "local")], "the control job's events"
 
 
+def _dispatched_and_copied_back(queued: QueuedJobs, remote: QueuedJobs, queue: str) -> None:
+    """A job queued on the manager runs on the worker; its status comes back."""
+    queued.create("remote", 2, queue=queue)
+    assert queued.get("remote")["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    # The worker's copy: Kueue created it without managedBy, its Kueue admitted it,
+    # and the worker's operator made its pods (Pending: that cluster has no node).
+    wait_for(lambda: len(remote.pods("remote")) == 2, timeout=60, message="pods on the worker")
+    assert "managedBy" not in remote.get("remote")["spec"]["runPolicy"]
+    worker_status = remote.wait_condition("remote", "Created")
+    assert worker_status
+    # Kueue admits the manager's job too and copies the worker's status onto it.
+    wait_for(lambda: not queued.suspended("remote"), timeout=30, message="admitted on the manager")
+    wait_for(
+        lambda: queued.get("remote").get("status") == remote.get("remote")["status"],
+        timeout=30,
+        message="the worker's status copied to the manager's job",
+    )
+
+
+def _held_for_the_worker(queued: QueuedJobs, worker: Worker, queue: str) -> None:
+    """Kueue v0.17.0 hands the Workload to the worker, whose Kueue then refuses the
+    job's copy for this kind; the manager's job stays suspended, handed off."""
+    queued.create("remote", 2, queue=queue)
+    assert queued.get("remote")["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+
+    def remote_workloads() -> list[str]:
+        status, body = worker.plane.request(
+            "GET", f"{KUEUE_API}/namespaces/{queued.namespace}/workloads"
+        )
+        assert status == 200, body
+        return [w["metadata"]["name"] for w in body["items"]]
+
+    wait_for(remote_workloads, timeout=30, message="the Workload created on the worker")
+    assert queued.suspended("remote")
+
+
 def _condition_true(obj: dict[str, Any] | None, kind: str) -> bool:
     conditions = ((obj or {}).get("status") or {}).get("conditions") or []
     return any(c["type"] == kind and c["status"] == "True" for c in conditions)
-
-
-def _workloads(worker: Worker, namespace: str) -> list[str]:
-    status, body = worker.plane.request("GET", f"{KUEUE_API}/namespaces/{namespace}/workloads")
-    assert status == 200, body
-    return [w["metadata"]["name"] for w in body["items"]]
 
 
 def _job_events(queued: QueuedJobs, name: str) -> list[dict[str, Any]]:
