@@ -117,8 +117,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if reporter is not None:
         reporter.write_line(
             "test cluster: building kube-apiserver, etcd, kube-scheduler, "
-            "kube-controller-manager, kubectl, kwok and training-operator from Go modules "
-            "(first run only, about 12 min; see docs/control-plane.md)"
+            "kube-controller-manager, kubectl, kwok, training-operator and kueue from Go "
+            "modules (first run only, about 15 min; see docs/control-plane.md)"
         )
     try:
         config.stash[_ASSETS] = find_assets(build=True)
