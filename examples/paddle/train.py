@@ -48,11 +48,12 @@ def data() -> tuple[np.ndarray, np.ndarray]:
 
 def launch() -> int:
     """Paddle's launcher on this script, its log folder a temporary one."""
-    # SIGTERM (the pod deleted) ends the launcher and still removes the folder.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     with tempfile.TemporaryDirectory(prefix="paddle-launch-") as logs:
         argv = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", logs, __file__]
-        return subprocess.run(argv, check=False).returncode
+        launcher = subprocess.Popen(argv)
+        # SIGTERM (the pod deleted) goes on to the launcher, which stops its trainer.
+        signal.signal(signal.SIGTERM, lambda *_: launcher.terminate())
+        return launcher.wait()
 
 
 def train() -> None:
