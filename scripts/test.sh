@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow,pytorch,jax,xgboost]'
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow,pytorch,jax,xgboost,paddle]'
 
 # kube-apiserver and etcd, built from Go modules and cached (or KUBEBUILDER_ASSETS).
 # Without Go, outside CI, the Kubernetes tests skip with a one-line reason.

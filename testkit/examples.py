@@ -1,5 +1,6 @@
 """Running an example job end to end with `tfjob run`, as a user would, and reading
-the one `<PREFIX> {json}` report line each replica prints (tests/jax, tests/xgboost)."""
+the one `<PREFIX> {json}` report line each replica prints (tests/jax, tests/xgboost,
+tests/paddle)."""
 
 from __future__ import annotations
 
@@ -35,10 +36,13 @@ def reports(text: str, prefix: str) -> list[dict[str, Any]]:
     ]
 
 
-def run_job(job: Path, tmp_path: Path, pods: list[str], prefix: str) -> dict[str, dict[str, Any]]:
-    """`tfjob run` the job to Succeeded; each pod's report, from its log."""
+def run_job(
+    job: Path, tmp_path: Path, pods: list[str], prefix: str, env: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """`tfjob run` the job to Succeeded (in `env`, default ours); each pod's report,
+    from its log."""
     run_dir = tmp_path / "run"
-    done = run([*TFJOB, "run", str(job), "--run-dir", str(run_dir), "--no-view"], tmp_path)
+    done = run([*TFJOB, "run", str(job), "--run-dir", str(run_dir), "--no-view"], tmp_path, env)
     assert done.returncode == 0, (
         f"{job} did not succeed:\n{done.stdout[-4000:]}{done.stderr[-2000:]}"
     )

@@ -1,4 +1,5 @@
-"""Gates for the suites that train with a real framework (tests/jax, tests/xgboost).
+"""Gates for the suites that train with a real framework (tests/jax, tests/xgboost,
+tests/paddle).
 
 The replicas of the example jobs run `python3` from PATH (their YAML `command`), so
 that interpreter, not necessarily the one running pytest, is the one checked, once

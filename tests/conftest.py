@@ -8,8 +8,8 @@ Two things live here:
 - Markers by fixture use: a test is marked ``controlplane`` exactly when it uses,
   directly or through other fixtures, the ``control_plane`` fixture (it starts a real
   kube-apiserver and etcd); ``tensorflow`` when it needs a ``python3`` that imports
-  tensorflow, ``pytorch`` when it needs one that imports torch (``jax``, ``xgboost``
-  likewise); ``image`` when it builds the container image; ``kueue`` when it runs
+  tensorflow, ``pytorch`` when it needs one that imports torch (``jax``, ``xgboost``,
+  ``paddle`` likewise); ``image`` when it builds the container image; ``kueue`` when it runs
   Kueue's manager (tests/kubernetes/kueue). So
   ``-m "not controlplane"`` runs every test that needs no API server, wherever its
   file sits, and ``-m controlplane`` every test that starts one.
@@ -37,6 +37,7 @@ MARKER_BY_FIXTURE = {
     "pytorch_check": "pytorch",
     "jax_check": "jax",
     "xgboost_check": "xgboost",
+    "paddle_check": "paddle",
     "image": "image",
     "kueue": "kueue",
 }
