@@ -34,7 +34,7 @@ from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
 from tfjob.frameworks.load import decode_job
 from tfjob.frameworks.mpi import MPIJob
-from tfjob.frameworks.registry import validate, with_defaults
+from tfjob.frameworks.registry import FRAMEWORKS, validate, with_defaults
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 IMAGE = "mpioperator/mpi-pi"
@@ -216,6 +216,32 @@ def test_kubectl_delivery_image_comes_from_the_settings() -> None:
         if o["kind"] == "Pod"
     ]
     assert launcher["spec"]["initContainers"][0]["image"] == "registry.example/kubectl:1"
+
+
+def _launcher_env(job: MPIJob, settings: Settings) -> dict[str, str]:
+    (launcher,) = [
+        o
+        for o in desired_objects(job, settings)
+        if o["kind"] == "Pod" and o["metadata"]["name"] == "pi-launcher"
+    ]
+    return {e["name"]: e["value"] for e in launcher["spec"]["containers"][0]["env"]}
+
+
+def test_locally_the_launcher_env_names_the_runtimes_files_and_root_is_allowed() -> None:
+    job = with_defaults(mpijob(slotsPerWorker=3))
+    env = _launcher_env(job, Settings(local_files_dir="/tmp/run-x", local_as_root=True))
+    assert env["OMPI_MCA_plm_rsh_agent"] == "/tmp/run-x/kubexec.sh"
+    assert env["OMPI_MCA_orte_default_hostfile"] == "/tmp/run-x/hostfile"
+    assert env["I_MPI_HYDRA_BOOTSTRAP_EXEC"] == "/tmp/run-x/kubexec.sh"
+    assert env["OMPI_ALLOW_RUN_AS_ROOT"] == env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
+    not_root = _launcher_env(job, Settings(local_files_dir="/tmp/run-x"))
+    assert "OMPI_ALLOW_RUN_AS_ROOT" not in not_root
+    # A cluster's root is the container's: the pods there are upstream's, unchanged.
+    assert "OMPI_ALLOW_RUN_AS_ROOT" not in _launcher_env(job, Settings(local_as_root=True))
+    files = FRAMEWORKS["MPIJob"].local_files(job)
+    assert files["hostfile"] == ("localhost slots=6\n", 0o444)  # 2 workers x 3 slots
+    assert files["discover_hosts.sh"][0] == "#!/bin/sh\necho localhost:6\n"
+    assert files["kubexec.sh"][0].endswith('exec /bin/sh -c "$*"\n')
 
 
 def test_workers_default_to_none_and_the_launcher_is_required_in_exact_case() -> None:

@@ -1,16 +1,18 @@
-"""`tfjob run` and `tfjob render` of an MPIJob: run refuses it with a clear message
-(exit 2, nothing started: its launcher reaches the workers through `kubectl exec`,
-which a local run does not stand in for); render prints what a cluster gets, the
-launcher's objects included."""
+"""`tfjob run` and `tfjob render` of an MPIJob: without `mpirun` on this machine run
+refuses it with a message naming what to install (exit 2, nothing started); render
+prints what a cluster gets, the launcher's objects included. (Runs with Open MPI:
+tests/mpi.)"""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from testkit.tfjob_cli import tfjob, write
+from testkit.tfjob_cli import TFJOB, tfjob, write
 
 
 def _mpijob(name: str) -> dict[str, Any]:
@@ -34,13 +36,22 @@ def _mpijob(name: str) -> dict[str, Any]:
     }
 
 
-def test_run_refuses_an_mpijob_clearly_and_starts_nothing(tmp_path: Path) -> None:
+def test_run_without_mpirun_names_what_to_install_and_starts_nothing(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     path = write(tmp_path / "job.yaml", _mpijob("pi"))
-    result = tfjob("run", str(path), "--run-dir", str(run_dir))
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    result = subprocess.run(
+        [*TFJOB, "run", str(path), "--run-dir", str(run_dir), "--no-view"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": str(empty)},
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "invalid MPIJob" in result.stderr
-    assert "MPI jobs cannot run locally" in result.stderr and "fix:" in result.stderr
+    assert "needs 'mpirun', which is not on PATH" in result.stderr
+    assert "fix: install Open MPI (Debian/Ubuntu: apt-get install openmpi-bin" in result.stderr
     assert "Traceback" not in result.stderr
     assert not run_dir.exists()
 

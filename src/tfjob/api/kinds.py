@@ -77,6 +77,11 @@ class KindDeclaration:
     requires_named_container: bool = True
     # Why `tfjob run` cannot run the kind's jobs on this machine ("": it can).
     local_refusal: str = ""
+    # Programs a local run of the kind needs on PATH, each with what to install when
+    # it is missing (MPIJob: `mpirun`); without them `tfjob run` starts nothing.
+    local_programs: tuple[tuple[str, str], ...] = ()
+    # Why the init containers the kind adds on a cluster are not needed locally.
+    local_init_reason: str = "every replica starts at once here"
     # The objects besides pods and services its jobs own (`OwnedKind`); the Kubernetes
     # runtime watches these kinds only for the kinds that declare them.
     owned_kinds: tuple[OwnedKind, ...] = ()

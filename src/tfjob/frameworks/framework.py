@@ -109,6 +109,13 @@ class Framework(KindDeclaration, Generic[J]):
     ) -> None:
         """Hook: add the kind's extra pod parts (e.g. an init container) in place."""
 
+    def local_files(self, job: J) -> dict[str, tuple[str, int]]:
+        """Hook: the files a local run provides in place of what a cluster mounts from
+        the job's own objects (MPIJob: a hostfile of this machine's slots and an rsh
+        agent that runs here), as name -> (content, mode). The local runtime writes
+        them to a folder of its own, named in `Settings.local_files_dir`."""
+        return {}
+
     def replica_port(self, spec: ReplicaSpec) -> int:
         """The replica's port: the one named `port_name` on the training container
         (defaulting puts it there), else the kind's default."""

@@ -33,6 +33,12 @@ another version and another design (docs/behaviour.md).
   Running while it runs; Succeeded when it succeeded; Failed when it (or a Worker)
   failed, `MPIJobFailed`, or `MPIJobEvicted` for an evicted pod. Once the Launcher
   has finished the Workers are no longer read (their counts are zero).
+- Locally (`Settings.local_files_dir`, `local_config`): the launcher's
+  OMPI_MCA_*/I_MPI_* paths name the local runtime's folder, which holds a hostfile of
+  this machine's slots (`localhost slots=N`, N the cluster hostfile's slots in all),
+  an rsh agent that runs the command here in place of kubexec.sh, and
+  discover_hosts.sh; run as root, OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1 unless set.
+  The Workers run their `sleep` as on a cluster; the Launcher still decides.
 - Validation: a Launcher of one replica, only Launcher and Worker (exact case), every
   container named and with an image; admission: the MPIJob CRD's schema and CEL
   rules (`mpijob-v1.json`).
@@ -67,6 +73,7 @@ KUBEXEC = "kubexec.sh"
 HOSTFILE = "hostfile"
 DISCOVER_HOSTS = "discover_hosts.sh"
 SCRIPT_MODE = 0o555
+ROOT_ENV = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
 HOSTFILE_MODE = 0o444
 
 SERVICE_ACCOUNTS = OwnedKind(
@@ -122,9 +129,13 @@ class Mpi(Framework[MPIJob]):
     template_metadata = ("annotations",)
     owned_kinds = (SERVICE_ACCOUNTS, CONFIG_MAPS, ROLES, ROLE_BINDINGS)
     owned_env = ("OMPI_MCA_*", "I_MPI_HYDRA_BOOTSTRAP*")
-    local_refusal = (
-        "MPI jobs cannot run locally yet: the launcher's mpirun reaches its workers with "
-        "kubectl exec (kubexec.sh) inside a cluster, which tfjob run does not stand in for"
+    local_init_reason = "kubectl is not needed: the launcher's rsh agent runs commands here"
+    local_programs = (
+        (
+            "mpirun",
+            "install Open MPI (Debian/Ubuntu: apt-get install openmpi-bin; "
+            "Fedora: dnf install openmpi), or run the MPIJob on Kubernetes",
+        ),
     )
 
     # --- names and defaults ---------------------------------------------------------
@@ -223,6 +234,9 @@ class Mpi(Framework[MPIJob]):
             _launcher(job, settings, pod_spec, containers[0])
         else:
             _worker(job, pod_spec, containers[0])
+
+    def local_files(self, job: MPIJob) -> dict[str, tuple[str, int]]:
+        return local_config(job)
 
     # --- owned objects --------------------------------------------------------------
 
@@ -345,6 +359,32 @@ def config_data(job: MPIJob, workers: int, pods: Sequence[Pod]) -> dict[str, str
     return {HOSTFILE: "".join(hosts), KUBEXEC: kubexec, DISCOVER_HOSTS: discover}
 
 
+LOCAL_AGENT = """#!/bin/sh
+# tfjob run's stand-in for kubexec.sh: every host of the hostfile is this machine, so
+# the command runs here rather than through `kubectl exec` into a worker pod.
+POD_NAME=$1
+shift
+exec /bin/sh -c "$*"
+"""
+
+
+def local_config(job: MPIJob) -> dict[str, tuple[str, int]]:
+    """What a local run puts in place of the ConfigMap: a hostfile of this machine's
+    slots (as many as the cluster's hostfile lists: slotsPerWorker for each Worker,
+    and for a GPU launcher), the rsh agent that runs the command here, and
+    discover_hosts.sh naming this machine's slots."""
+    workers = job.spec.mpi_replica_specs.get(WORKER)
+    count = (workers.replicas or 0) if workers is not None else 0
+    slots = slots_of(job) * (count + (1 if is_gpu_launcher(job) else 0))
+    hostfile = f"localhost slots={slots}\n" if slots else ""
+    discover = "#!/bin/sh\n" + (f"echo localhost:{slots}\n" if slots else "")
+    return {
+        HOSTFILE: (hostfile, HOSTFILE_MODE),
+        KUBEXEC: (LOCAL_AGENT, SCRIPT_MODE),
+        DISCOVER_HOSTS: (discover, SCRIPT_MODE),
+    }
+
+
 def _rules(name: str, workers: int) -> list[dict[str, Any]]:
     exec_rule: dict[str, Any] = {"verbs": ["create"], "apiGroups": [""], "resources": ["pods/exec"]}
     if workers:
@@ -390,10 +430,12 @@ def _launcher(
         *(pod_spec.get("initContainers") or []),
         kubectl_delivery(job.metadata.namespace, settings.mpi_kubectl_delivery_image),
     ]
+    # Locally the ConfigMap's files are `local_config`'s, in the runtime's folder.
+    mount = settings.local_files_dir or CONFIG_MOUNT
     env = list(container.get("env") or [])
     env += [
-        {"name": "OMPI_MCA_plm_rsh_agent", "value": f"{CONFIG_MOUNT}/{KUBEXEC}"},
-        {"name": "OMPI_MCA_orte_default_hostfile", "value": f"{CONFIG_MOUNT}/{HOSTFILE}"},
+        {"name": "OMPI_MCA_plm_rsh_agent", "value": f"{mount}/{KUBEXEC}"},
+        {"name": "OMPI_MCA_orte_default_hostfile", "value": f"{mount}/{HOSTFILE}"},
     ]
     if not is_gpu_launcher(job):
         # So a launcher is never given GPUs by mistake.
@@ -405,7 +447,13 @@ def _launcher(
     if "I_MPI_HYDRA_BOOTSTRAP" not in names:
         env.append({"name": "I_MPI_HYDRA_BOOTSTRAP", "value": "rsh"})
     if "I_MPI_HYDRA_BOOTSTRAP_EXEC" not in names:
-        env.append({"name": "I_MPI_HYDRA_BOOTSTRAP_EXEC", "value": f"{CONFIG_MOUNT}/{KUBEXEC}"})
+        env.append({"name": "I_MPI_HYDRA_BOOTSTRAP_EXEC", "value": f"{mount}/{KUBEXEC}"})
+    if settings.local_files_dir and settings.local_as_root:
+        # Open MPI's mpirun refuses root without both; a container's root user on a
+        # cluster is root in its own namespace, where upstream's images set them.
+        for name in ROOT_ENV:
+            if name not in names:
+                env.append({"name": name, "value": "1"})
     container["env"] = env
     container["volumeMounts"] = [
         *(container.get("volumeMounts") or []),
