@@ -9,7 +9,7 @@ Two things live here:
   directly or through other fixtures, the ``control_plane`` fixture (it starts a real
   kube-apiserver and etcd); ``tensorflow`` when it needs a ``python3`` that imports
   tensorflow, ``pytorch`` when it needs one that imports torch (``jax``, ``xgboost``,
-  ``paddle`` likewise); ``image`` when it builds the container image; ``kueue`` when it runs
+  ``paddle`` likewise; ``mpi`` when it needs Open MPI's mpirun and mpi4py); ``image`` when it builds the container image; ``kueue`` when it runs
   Kueue's manager (tests/kubernetes/kueue). So
   ``-m "not controlplane"`` runs every test that needs no API server, wherever its
   file sits, and ``-m controlplane`` every test that starts one.
@@ -38,6 +38,7 @@ MARKER_BY_FIXTURE = {
     "jax_check": "jax",
     "xgboost_check": "xgboost",
     "paddle_check": "paddle",
+    "mpi_check": "mpi",
     "image": "image",
     "kueue": "kueue",
 }
