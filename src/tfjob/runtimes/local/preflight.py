@@ -47,8 +47,11 @@ def check(job: Job, base_dir: Path) -> tuple[list[FieldError], list[str]]:
         path = f"spec.{field}[{key}].template.spec"
         if pod_spec.get("initContainers"):
             warnings.append(f"{path}.initContainers: init containers are not run locally")
-        added = _added_commands(defaulted, key)
-        for index, container in enumerate(pod_spec.get("containers") or []):
+        containers = pod_spec.get("containers") or []
+        added: dict[int, dict[str, Any]] = {}
+        if any(isinstance(ct, dict) and not ct.get("command") for ct in containers):
+            added = _added_commands(defaulted, key)
+        for index, container in enumerate(containers):
             where = f"{path}.containers[{index}]"
             if isinstance(container, dict) and not container.get("command") and index in added:
                 container = {**container, **added[index]}
