@@ -9,8 +9,8 @@ every rank takes the step one process would take on all the data.
 Without mpirun (plain `python3 train.py`) it is one rank on the whole data set: the
 reference the distributed run must match.
 
-Each rank prints one line `MPI_REPORT {json}` with its rank, the number of ranks,
-the final weights and the loss on the whole data set.
+Rank 0 prints one line `MPI_REPORT {json}` for each rank (gathered from all): its
+rank, the number of ranks, its final weights and the loss on the whole data set.
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ def main() -> None:
         "weights": w.tolist(),
         "loss": float(np.mean((x @ w - y) ** 2)),
     }
-    print("MPI_REPORT " + json.dumps(report), flush=True)
+    # Rank 0 prints every rank's report: mpirun forwards each rank's output in
+    # chunks, so lines printed by several ranks at once could interleave.
+    for each in comm.gather(report, root=0) or []:
+        print("MPI_REPORT " + json.dumps(each), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The MPI example (examples/mpi), run end to end with `tfjob run` as a user would,
 with Open MPI's real mpirun on this machine.
 
-Every rank prints one `MPI_REPORT {json}` line, which mpirun forwards to the
-Launcher's log. The test checks that the ranks are the ones the job describes (2
+Rank 0 prints an `MPI_REPORT {json}` line for every rank (gathered), which mpirun
+forwards to the Launcher's log. The test checks that the ranks are the ones the job describes (2
 Workers x 2 slots), that they trained together (the Allreduce keeps every rank's
 weights equal; four ranks fitting their own shards would end apart), and that the
 result is the single-process run's: each step's gradient is the sum over every
