@@ -153,13 +153,13 @@ def test_a_name_two_kinds_share_is_refused_until_the_kind_is_named(
 
 
 def test_an_unknown_kind_or_a_malformed_name_is_bad_input(cli: Cli, jobs: Jobs) -> None:
-    for args in (["get", "mpijobs/x"], ["wait", "mpijob", "x"], ["delete", "x", "y", "z"]):
+    for args in (["get", "mxjobs/x"], ["wait", "mxjob", "x"], ["delete", "x", "y", "z"]):
         result = cli(*args)
         assert result.returncode == 2, (args, result.stderr)
         line = _one_line(result)
         assert line.startswith("tfjob: "), line
-    assert _one_line(cli("get", "mpijobs/x")).startswith(
-        "tfjob: 'mpijobs' is not a kind of job: write one of tfjob, pytorchjob"
+    assert _one_line(cli("get", "mxjobs/x")).startswith(
+        "tfjob: 'mxjobs' is not a kind of job: write one of tfjob, pytorchjob"
     )
     assert _one_line(cli("delete", "x", "y", "z")) == (
         "tfjob: x y z: name one job, as NAME, KIND NAME or KIND/NAME"
