@@ -94,7 +94,8 @@ def tfjob(name: str, namespace: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def control_plane() -> Iterator[ControlPlane]:
+def control_plane(crds: tuple[str, ...] = ("crd.yaml",)) -> Iterator[ControlPlane]:
+    """A fresh control plane with these CRDs of manifests/base (TFJob's by default)."""
     plane = ControlPlane(find_assets(build=False))
     plane.start()
     try:
@@ -102,7 +103,8 @@ def control_plane() -> Iterator[ControlPlane]:
         from lightkube.config.kubeconfig import KubeConfig
 
         kube = Client(KubeConfig.from_file(plane.kubeconfig_path))
-        apply_documents(kube, load_manifest(MANIFESTS_BASE / "crd.yaml"))
+        for crd in crds:
+            apply_documents(kube, load_manifest(MANIFESTS_BASE / crd))
         time.sleep(2)  # CRD established
         kube.close()
         yield plane

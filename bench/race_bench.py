@@ -3,7 +3,9 @@
 Each run gets a fresh control plane (testkit/controlplane.py: real etcd and
 kube-apiserver, our CRD) and one operator, alternately tfjob and Kubeflow, at the same
 client limits (--kube-api-qps/--kube-api-burst) and the same number of reconcile
-threads (4). The bench submits N TFJobs x 4 workers and plays the kubelet: every pod
+threads (4). The bench submits N jobs of 4 pods (TFJobs: 4 Workers; with `--kind
+pytorchjob`, PyTorchJobs: a Master and 3 Workers; each operator serving only that
+kind, `--enable-scheme`) and plays the kubelet: every pod
 goes Running as soon as it exists; once its job is Running, the job's pods succeed.
 It watches pods, services, TFJobs and Events and counts the work each operator does:
 pods and services created, status writes (TFJob MODIFIED events), Event objects and
@@ -22,7 +24,7 @@ once its webhook certificate Secret exists in namespace `kubeflow` (it fills it 
 writes the serving certificate files); no webhook configuration is installed, so
 TFJobs are not validated by it - the same as tfjob, which has no webhook.
 
-Run: python bench/race_bench.py [--jobs 200 2000] [--limits 20:30 1000:2000]
+Run: python bench/race_bench.py [--jobs 200 2000] [--limits 20:30 1000:2000] [--kind pytorchjob]
 [--order tfjob] [--profile] (tfjob under cProfile, stats in the logs folder)
 [--order kubeflow,baseline,tfjob --baseline-src ../before/src] (before/after, one run)
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
@@ -58,13 +60,14 @@ from operator_bench import (  # type: ignore[import-not-found]
     control_plane,
     create_namespace,
     running_status,
-    submit,
 )
 
 from testkit.controlplane import ControlPlane, find_assets
-from testkit.helpers import free_port
+from testkit.helpers import free_port, job_manifest
+from tfjob.frameworks.framework import Framework
+from tfjob.frameworks.registry import FRAMEWORKS
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, SERVICES, Resource, jobs_of
 
 NAMESPACE = "race"
 THREADS = 4
@@ -72,6 +75,59 @@ QUIET = 3.0  # seconds without an operator-made change that end a run
 KUBELET_WRITES = 16  # pod status writes in flight at once
 SECRETS = Resource("", "v1", "secrets")
 CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+SUBMITTERS = 32  # job creates in flight at once
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The kind raced and its job of 4 pods: a master type's replica, if the kind
+    has one and `with_master`, and Workers for the rest."""
+
+    kind: Framework[Any]
+    with_master: bool
+
+    @property
+    def resource(self) -> Resource:
+        return jobs_of(self.kind)
+
+    @property
+    def crd(self) -> str:
+        return "crd.yaml" if self.kind.kind == "TFJob" else f"{self.kind.plural[:-1]}-crd.yaml"
+
+    def specs(self) -> dict[str, Any]:
+        container = {"name": self.kind.container_name, "image": "registry.example/train:1"}
+        template = {"template": {"spec": {"containers": [container]}}}
+        if not self.with_master:
+            return {"Worker": {"replicas": 4, **template}}
+        return {
+            self.kind.master_types[0]: {"replicas": 1, **template},
+            "Worker": {"replicas": 3, **template},
+        }
+
+    def manifest(self, name: str) -> dict[str, Any]:
+        kind = self.kind
+        return job_manifest(
+            kind.kind, kind.spec_field, name, NAMESPACE, self.specs(),
+            runPolicy={"cleanPodPolicy": "None"},
+        )  # fmt: skip
+
+    def pods(self, job: str) -> list[str]:
+        return [
+            f"{job}-{t.lower()}-{i}" for t, s in self.specs().items() for i in range(s["replicas"])
+        ]
+
+
+WORKLOAD = Workload(FRAMEWORKS["TFJob"], with_master=False)  # main() sets --kind's
+
+
+async def submit(client: KubeClient, count: int) -> None:
+    gate = asyncio.Semaphore(SUBMITTERS)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await client.create(WORKLOAD.resource, NAMESPACE, WORKLOAD.manifest(f"j{i}"))
+
+    await asyncio.gather(*(one(i) for i in range(count)))
 
 
 # -- the two operators -----------------------------------------------------------------
@@ -201,7 +257,10 @@ def start_tfjob(
     with `src`, the tfjob of that tree's src/ (the baseline of a before/after run)."""
     python = [sys.executable, "-m", "cProfile", "-o", str(profile)] if profile else [sys.executable]
     command = [*python, "-m", "tfjob", "operator"]
-    extra = ("--bind-address", "127.0.0.1", "--workers", str(THREADS))
+    extra = (
+        "--bind-address", "127.0.0.1", "--workers", str(THREADS),
+        f"--enable-scheme={WORKLOAD.kind.scheme}",
+    )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": src} if src else None
     name = "baseline" if src else "tfjob"
     return _start(name, command, plane, qps, burst, folder, *extra, env=env)
@@ -220,7 +279,7 @@ def start_floor(
 async def start_kubeflow(
     client: KubeClient, plane: ControlPlane, qps: int, burst: int, folder: Path
 ) -> Process:
-    """Kubeflow's operator, TFJob only, with the Secret its cert rotator fills."""
+    """Kubeflow's operator, the raced kind only, with the Secret its cert rotator fills."""
     with contextlib.suppress(Exception):
         await create_namespace(client, "kubeflow")
     secret = {"metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"}}
@@ -233,7 +292,7 @@ async def start_kubeflow(
         str(plane.kubeconfig_path),
         "--namespace",
         NAMESPACE,
-        "--enable-scheme=tfjob",
+        f"--enable-scheme={WORKLOAD.kind.scheme}",
         f"--metrics-bind-address=127.0.0.1:{metrics}",
         f"--health-probe-bind-address=127.0.0.1:{health}",
         f"--webhook-server-port={webhook}",
@@ -333,7 +392,7 @@ class Observer:
         for resource, handler in (
             (PODS, self._pod),
             (SERVICES, self._service),
-            (TFJOBS, self._job),
+            (WORKLOAD.resource, self._job),
             (EVENTS, self._event),
         ):
             listing = msgspec.json.decode(
@@ -432,7 +491,7 @@ class Observer:
         self.running_written.setdefault(job, time.perf_counter())
 
     async def _finish_job(self, job: str) -> None:
-        names = [f"{job}-worker-{i}" for i in range(4)]
+        names = WORKLOAD.pods(job)
         async with self._kubelet:
             await asyncio.gather(*(self._patch_status(n, _succeeded()) for n in names))
         self.success_written.setdefault(job, time.perf_counter())
@@ -528,7 +587,7 @@ async def one_run(
     baseline_src: str | None = None,
 ) -> Result:
     result = Result(kind, jobs, f"{qps}/{burst}")
-    with control_plane() as plane:
+    with control_plane(("crd.yaml", WORKLOAD.crd)) as plane:
         client = KubeClient.connect(str(plane.kubeconfig_path))
         operator: Process | None = None
         try:
@@ -549,7 +608,7 @@ async def one_run(
             await asyncio.sleep(0.5)
             operator.start_counting()
             started = time.perf_counter()
-            await submit(client, NAMESPACE, jobs)
+            await submit(client, jobs)
             result.settled = await observer.settled(within=600 + jobs)
             result.seconds = observer.last_change - started
             result.cpu = operator.cpu_used()
@@ -690,6 +749,12 @@ async def main() -> None:
         "(bench/floor_operator.py: the required writes only, a floor to judge targets by)",
     )
     parser.add_argument(
+        "--kind",
+        default="tfjob",
+        choices=[k.scheme for k in FRAMEWORKS.values()],
+        help="the kind raced (PyTorchJob, XGBoostJob, PaddleJob: a Master and 3 Workers)",
+    )
+    parser.add_argument(
         "--baseline-src",
         help="another tree's src/ for the `baseline` operator (before/after in one run)",
     )
@@ -700,6 +765,9 @@ async def main() -> None:
         "in the logs folder, tfjob-<jobs>-<qps>.prof",
     )
     args = parser.parse_args()
+    global WORKLOAD
+    kind = next(k for k in FRAMEWORKS.values() if k.scheme == args.kind)
+    WORKLOAD = Workload(kind, with_master=bool(kind.master_types) and kind.kind != "TFJob")
     _pin_assets()
     folder = Path(tempfile.mkdtemp(prefix="tfjob-race-"))
     print(f"logs in {folder}; {os.cpu_count()} CPUs; load {os.getloadavg()}", flush=True)
@@ -714,7 +782,10 @@ async def main() -> None:
                     kind, jobs, qps, burst, folder, args.profile, args.baseline_src
                 )
                 print_run(results[kind])
-                figures[f"{kind}, {jobs} jobs @ {limit}"] = figures_of(results[kind])
+                label = f"{kind}, {jobs} jobs @ {limit}"
+                if WORKLOAD.kind.kind != "TFJob":
+                    label = f"{kind}, {jobs} {WORKLOAD.kind.kind}s @ {limit}"
+                figures[label] = figures_of(results[kind])
             theirs = results.get("kubeflow")
             for ours in results.values():
                 if theirs is not None and ours is not theirs:

@@ -89,6 +89,7 @@ from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.client import METADATA_LIST, KubeClient
 from tfjob.runtimes.kubernetes.consistency import JOB_INDEX, owning_job
 from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
@@ -388,7 +389,7 @@ def cache_costs(jobs: int) -> None:
         before = tracemalloc.get_traced_memory()[0]
         cache: Informer[Any] = Informer(None, resource, codec)  # type: ignore[arg-type]
         if name != "jobs":
-            cache.add_index(JOB_INDEX, owning_job)
+            cache.add_index(JOB_INDEX, lambda obj: owning_job(obj, TENSORFLOW))
         items = [obj for body in pages[name] for obj in codec.decode_list(body)[0]]
         cache._replace(items)
         del items

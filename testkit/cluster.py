@@ -300,8 +300,10 @@ def node_manifest(
     memory: str = "8Gi",
     pods: int = 110,
     labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
 ) -> dict[str, object]:
-    """A Node kwok takes over; the scheduler fits pods against its allocatable."""
+    """A Node kwok takes over; the scheduler fits pods against its allocatable (and
+    keeps off its `taints` the pods that do not tolerate them)."""
     allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
     return {
         "apiVersion": "v1",
@@ -316,7 +318,7 @@ def node_manifest(
             },
             "annotations": {"kwok.x-k8s.io/node": "fake"},
         },
-        "spec": {},
+        "spec": {"taints": taints} if taints else {},
         "status": {"allocatable": allocatable, "capacity": allocatable},
     }
 
@@ -346,6 +348,7 @@ class Nodes:
         memory: str = "8Gi",
         pods: int = 110,
         labels: dict[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
         timeout: float = 30.0,
     ) -> list[str]:
         """Create ``count`` nodes of this size; return their names once kwok has them Ready."""
@@ -353,7 +356,9 @@ class Nodes:
             self._clear_strays()
         added = [unique_node_name() for _ in range(count)]
         for name in added:
-            manifest = node_manifest(name, cpu=cpu, memory=memory, pods=pods, labels=labels)
+            manifest = node_manifest(
+                name, cpu=cpu, memory=memory, pods=pods, labels=labels, taints=taints
+            )
             self.kube.create(codecs.from_dict(manifest))
             self.names.append(name)
         deadline = time.monotonic() + timeout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -14,8 +15,10 @@ from typing import Any
 import yaml
 
 from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
-from testkit.helpers import container, replica, tfjob
+from testkit.helpers import IMAGE, container, pytorchjob, replica, tfjob
 from testkit.tfjob_cli import TFJOB
+from tfjob.api.kinds import KindDeclaration
+from tfjob.frameworks.registry import FRAMEWORKS
 
 LIMIT = 60.0  # seconds any one command may take in these tests
 
@@ -26,14 +29,52 @@ def job_document(name: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
     return tfjob(name, None, {"Worker": worker}, **spec)
 
 
-def ending_job(name: str, replicas: int, *, exit_code: int, run_for: str) -> dict[str, Any]:
-    """A job whose pods kwok runs for `run_for`, then ends with `exit_code`."""
-    document = job_document(name, replicas)
-    template = document["spec"]["tfReplicaSpecs"]["Worker"]["template"]
-    template["metadata"] = {
-        "annotations": {EXIT_CODE_ANNOTATION: str(exit_code), RUN_FOR_ANNOTATION: run_for}
+def pytorch_document(name: str, workers: int = 1, *, master: bool = True) -> dict[str, Any]:
+    """A PyTorchJob as a user writes it: a Master (unless `master` is False) and
+    `workers` Workers of one pytorch container."""
+    pod = [{"name": "pytorch", "image": IMAGE, "command": ["python", "train.py"]}]
+    specs = {"Worker": replica(workers, "Never", pod)}
+    if master:
+        specs = {"Master": replica(1, "Never", pod), **specs}
+    return pytorchjob(name, None, specs)
+
+
+def any_kind_document(kind: KindDeclaration, name: str) -> dict[str, Any]:
+    """A valid job of any kind, from its declaration alone: its first master type (if
+    it has one) and a Worker, each one replica of the kind's training container."""
+    pod = [{"name": kind.container_name, "image": IMAGE, "command": ["python", "train.py"]}]
+    types = (*kind.master_types[:1], "Worker")
+    return {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": {"name": name},
+        "spec": {kind.spec_field: {t: replica(1, "Never", pod) for t in types}},
     }
+
+
+def ending_job(name: str, replicas: int, *, exit_code: int, run_for: str) -> dict[str, Any]:
+    """A TFJob whose pods kwok runs for `run_for`, then ends with `exit_code`."""
+    return ending(job_document(name, replicas), exit_code=exit_code, run_for=run_for)
+
+
+def ending(document: dict[str, Any], *, exit_code: int, run_for: str) -> dict[str, Any]:
+    """`document` (a job of any kind) with every pod run by kwok for `run_for`, then
+    ended with `exit_code`."""
+    specs = document["spec"][FRAMEWORKS[document["kind"]].spec_field]
+    for spec in specs.values():
+        spec["template"]["metadata"] = {
+            "annotations": {EXIT_CODE_ANNOTATION: str(exit_code), RUN_FOR_ANNOTATION: run_for}
+        }
     return document
+
+
+def is_no_job(line: str, name: str, namespace: str) -> bool:
+    """Whether `line` is what a cluster command says of a name no job has, looked for
+    among every kind installed: TFJob and PyTorchJob (the `cli` fixture installs
+    both), and any other the session installed ("no TFJob, PyTorchJob or JAXJob")."""
+    kinds = r"TFJob(?:, [A-Za-z]+)*(?: or [A-Za-z]+)?"
+    pattern = rf'tfjob: no {kinds} "{re.escape(name)}" in namespace {re.escape(namespace)}'
+    return re.fullmatch(pattern, line) is not None and "PyTorchJob" in line
 
 
 @dataclass

@@ -74,6 +74,7 @@ CLUSTER_TOOLS = (
     "kube-controller-manager",
     "kwok",
     "training-operator",
+    "kueue",
 )
 
 

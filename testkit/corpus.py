@@ -1,5 +1,6 @@
-"""The corpora of malformed jobs: TFJobs in tests/fixtures/malformed/, PyTorchJobs in
-tests/fixtures/malformed-pytorch/, each as <category>/<nn>-<slug>.yaml.
+"""The corpora of malformed jobs: TFJobs in tests/fixtures/malformed/, the other kinds in
+tests/fixtures/malformed-<framework>/ (pytorch, jax, xgboost, paddle, mpi), each as
+<category>/<nn>-<slug>.yaml.
 
 Each file holds one job that a cluster must refuse, and starts with two comment
 lines: what is wrong with it, and `# field: <name>`, a word every error report about
@@ -14,6 +15,14 @@ from pathlib import Path
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 CORPUS = FIXTURES / "malformed"
 PYTORCH_CORPUS = FIXTURES / "malformed-pytorch"
+# JAXJob, XGBoostJob, PaddleJob, MPIJob by kind. Their `yaml` category holds files the API
+# server refuses as YAML (a key twice), which kubectl, sending JSON, does not show it.
+KIND_CORPORA = {
+    "JAXJob": FIXTURES / "malformed-jax",
+    "XGBoostJob": FIXTURES / "malformed-xgboost",
+    "PaddleJob": FIXTURES / "malformed-paddle",
+    "MPIJob": FIXTURES / "malformed-mpi",
+}
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from typing import Any
 
 import msgspec
 
+from tfjob.frameworks.registry import FRAMEWORKS
 from tfjob.runtimes.kubernetes.client import (
     METADATA,
     METADATA_LIST,
@@ -63,16 +64,18 @@ from tfjob.runtimes.kubernetes.resources import (
     LEASES,
     PODS,
     SERVICES,
-    TFJOBS,
     Resource,
+    jobs_of,
 )
 
 Object = dict[str, Any]
 
+# Every kind of job tfjob knows, as its CRD serves it (with a status subresource).
+JOBS = {jobs_of(fw): fw.kind for fw in FRAMEWORKS.values()}
 # The kinds of the resources the operator touches (others: from the first object).
-KINDS = {PODS: "Pod", SERVICES: "Service", EVENTS: "Event", TFJOBS: "TFJob", LEASES: "Lease"}
+KINDS = {PODS: "Pod", SERVICES: "Service", EVENTS: "Event", **JOBS, LEASES: "Lease"}
 # Resources with a status subresource: `status` is written only through it.
-WITH_STATUS = {PODS, SERVICES, TFJOBS}
+WITH_STATUS = {PODS, SERVICES, *JOBS}
 HISTORY = 10_000  # watch events kept; a watch from before them gets 410 Expired
 _SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alphabet
 _REASONS = {
@@ -325,7 +328,7 @@ class FakeApi:
         )
         for gone in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(gone, None)
-        if resource == TFJOBS:
+        if resource in JOBS:
             obj.pop("status", None)
         elif resource == PODS:
             obj["status"] = {"phase": "Pending"}

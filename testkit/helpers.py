@@ -1,5 +1,5 @@
-"""What tests and benchmarks both need, written once: a free port, a TFJob manifest,
-and waiting for a condition (polling, in a thread or on the event loop).
+"""What tests and benchmarks both need, written once: a free port, TFJob and PyTorchJob
+manifests, and waiting for a condition (polling, in a thread or on the event loop).
 
 Manifests here are plain dicts as a user writes them (for an API server or a YAML
 file); `testkit.builders` has the decoded `TFJob` structs the core's tests use.
@@ -26,9 +26,11 @@ def free_port() -> int:
         return port
 
 
-def container(image: str = IMAGE, command: list[str] | None = None) -> dict[str, Any]:
-    """The training container (the one named `tensorflow`)."""
-    out: dict[str, Any] = {"name": "tensorflow", "image": image}
+def container(
+    image: str = IMAGE, command: list[str] | None = None, *, name: str = "tensorflow"
+) -> dict[str, Any]:
+    """The training container (`name`: the kind's container name, TFJob's by default)."""
+    out: dict[str, Any] = {"name": name, "image": image}
     if command is not None:
         out["command"] = command
     return out
@@ -64,12 +66,40 @@ def tfjob(
     """A TFJob manifest; `specs` maps replica types to `replica()`s (default: one
     Worker), `spec` adds the rest of its spec (runPolicy=..., successPolicy=...);
     no namespace leaves it to whoever submits the job."""
+    return job_manifest("TFJob", "tfReplicaSpecs", name, namespace, specs, **spec)
+
+
+def job_manifest(
+    kind: str,
+    spec_field: str,
+    name: str,
+    namespace: str | None = None,
+    specs: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A kubeflow.org/v1 job of `kind` whose replica specs are under `spec_field`
+    (`tfjob()` for TFJob's); `specs` default: one Worker."""
     metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
     return {
         "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
+        "kind": kind,
         "metadata": metadata,
-        "spec": {"tfReplicaSpecs": {"Worker": replica()} if specs is None else specs, **spec},
+        "spec": {spec_field: {"Worker": replica()} if specs is None else specs, **spec},
+    }
+
+
+def pytorchjob(
+    name: str, namespace: str | None = None, specs: dict[str, Any] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A PyTorchJob manifest, as `tfjob()` a TFJob: `specs` maps replica types to
+    replica specs whose container is named `pytorch` (default: one Worker)."""
+    worker = replica(containers=[{"name": "pytorch", "image": IMAGE}])
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": metadata,
+        "spec": {"pytorchReplicaSpecs": {"Worker": worker} if specs is None else specs, **spec},
     }
 
 

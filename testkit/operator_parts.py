@@ -2,8 +2,8 @@
 for the tests of the reconciler and its consistency rule that need no operator
 subprocess.
 
-``OperatorParts`` holds the operator (its caches, queue and reconciler); only what a
-test starts (the informers, ``start(...)``) runs.
+``OperatorParts`` holds the operator and its TFJob controller (caches, queue and
+reconciler); only what a test starts (the informers, ``start(...)``) runs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from testkit.helpers import tfjob, until
 from testkit.operators import replica
 from tfjob.api.types import JobStatus, TFJob
 from tfjob.core.settings import Settings
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.client import KubeClient
 from tfjob.runtimes.kubernetes.decode import decode_tfjob
 from tfjob.runtimes.kubernetes.dry_run import DryRun
@@ -33,10 +34,11 @@ class OperatorParts:
         self.namespace = namespace
         options = OperatorOptions(namespace=namespace, metrics_port=-1, health_port=-1)
         self.operator = Operator(options, client)
-        self.caches = self.operator.caches
+        self.controller = self.operator.controllers[TENSORFLOW.kind]
+        self.caches = self.controller.caches
         self._informers: list[asyncio.Task[None]] = []
         self.jobs = self.caches.jobs
-        self.queue = self.operator.queue
+        self.queue = self.controller.queue
         self.requests: list[tuple[str, int]] = []  # (method, code) of every request
         client.on_response = self._answered
         self.tasks: list[asyncio.Task[None]] = []
@@ -59,8 +61,9 @@ class OperatorParts:
         and `dry_run` replace the operator's."""
         operator = self.operator
         return Reconciler(
+            kind=TENSORFLOW,
             client=client or self.client,
-            caches=operator.caches,
+            caches=self.caches,
             recorder=operator.recorder,
             metrics=operator.metrics,
             settings=Settings(),

@@ -20,12 +20,14 @@ from typing import Any, TypeVar
 
 import pytest
 from lightkube import ApiError, Client, codecs
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Event, Pod, Service
 from lightkube.types import PatchType
 
 from testkit import helpers
-from testkit.controlplane import tfjob_resource
-from testkit.helpers import free_port, tfjob, wait_for
+from testkit.helpers import free_port, job_manifest, wait_for
+from tfjob.api.kinds import KindDeclaration
+from tfjob.frameworks.tensorflow import TENSORFLOW
 
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
@@ -165,17 +167,30 @@ def replica(
 
 @dataclass
 class Jobs:
-    """The test's namespace, seen through an admin client."""
+    """The test's namespace, seen through an admin client: its jobs of `kind`
+    (TFJobs unless told), their pods, services and events."""
 
     kube: Client
     namespace: str
+    kind: KindDeclaration = TENSORFLOW
 
     @property
     def resource(self) -> Any:
-        return tfjob_resource()
+        k = self.kind
+        return create_namespaced_resource(k.group, k.version, k.kind, k.plural)
+
+    def of(self, kind: KindDeclaration) -> Jobs:
+        """The same namespace's jobs of another kind."""
+        return Jobs(self.kube, self.namespace, kind)
+
+    def manifest(self, name: str, specs: dict[str, Any], **spec: Any) -> dict[str, Any]:
+        return job_manifest(
+            self.kind.kind, self.kind.spec_field, name, self.namespace, specs, **spec
+        )
 
     def create(self, name: str, specs: dict[str, Any], **spec: Any) -> dict[str, Any]:
-        obj = self.kube.create(codecs.from_dict(tfjob(name, self.namespace, specs, **spec)))
+        _ = self.resource  # lightkube decodes a custom kind once its class exists
+        obj = self.kube.create(codecs.from_dict(self.manifest(name, specs, **spec)))
         data: dict[str, Any] = obj.to_dict()
         return data
 
@@ -194,7 +209,7 @@ class Jobs:
         self.patch(name, {"spec": patch})
 
     def patch(self, name: str, patch: dict[str, Any]) -> None:
-        """A JSON merge patch of the TFJob (what `kubectl patch --type merge` sends)."""
+        """A JSON merge patch of the job (what `kubectl patch --type merge` sends)."""
         self.kube.patch(
             self.resource,
             name,
@@ -205,7 +220,7 @@ class Jobs:
 
     def status(self, name: str) -> dict[str, Any]:
         job = self.get(name)
-        assert job is not None, f"TFJob {name} is gone"
+        assert job is not None, f"{self.kind.kind} {name} is gone"
         status: dict[str, Any] = job.get("status") or {}
         return status
 
@@ -225,7 +240,8 @@ class Jobs:
         return wait_for(
             lambda: self.condition(name, kind),
             timeout,
-            message=f"{kind}=True on TFJob {name} (conditions: {self._safe_conditions(name)})",
+            message=f"{kind}=True on {self.kind.kind} {name} "
+            f"(conditions: {self._safe_conditions(name)})",
         )
 
     def _safe_conditions(self, name: str) -> Any:

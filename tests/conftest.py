@@ -8,8 +8,9 @@ Two things live here:
 - Markers by fixture use: a test is marked ``controlplane`` exactly when it uses,
   directly or through other fixtures, the ``control_plane`` fixture (it starts a real
   kube-apiserver and etcd); ``tensorflow`` when it needs a ``python3`` that imports
-  tensorflow, ``pytorch`` when it needs one that imports torch; ``image`` when it
-  builds the container image. So
+  tensorflow, ``pytorch`` when it needs one that imports torch (``jax``, ``xgboost``,
+  ``paddle`` likewise; ``mpi`` when it needs Open MPI's mpirun and mpi4py); ``image`` when it builds the container image; ``kueue`` when it runs
+  Kueue's manager (tests/kubernetes/kueue). So
   ``-m "not controlplane"`` runs every test that needs no API server, wherever its
   file sits, and ``-m controlplane`` every test that starts one.
 
@@ -34,7 +35,12 @@ MARKER_BY_FIXTURE = {
     "control_plane": "controlplane",
     "tensorflow_check": "tensorflow",
     "pytorch_check": "pytorch",
+    "jax_check": "jax",
+    "xgboost_check": "xgboost",
+    "paddle_check": "paddle",
+    "mpi_check": "mpi",
     "image": "image",
+    "kueue": "kueue",
 }
 
 

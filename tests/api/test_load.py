@@ -75,7 +75,7 @@ def test_unknown_template_fields_survive_a_round_trip() -> None:
         ("- 1\n- 2\n", "(document): is not a mapping"),
         (GOOD.replace("kubeflow.org/v1", "kubeflow.org/v1beta2"), "apiVersion: must be 'kubeflow.org/v1'"),
         (GOOD.replace("kind: TFJob", "kind: MXJob"),
-         "kind: must be one of 'TFJob', 'PyTorchJob', got 'MXJob'"),
+         "kind: must be one of 'TFJob', 'PyTorchJob', 'JAXJob', 'XGBoostJob', 'PaddleJob', 'MPIJob', got 'MXJob'"),
         (mutate("d['spec']['tfReplicaSpecs']['Worker']['replicas'] = -1"),
          "spec.tfReplicaSpecs[Worker].replicas: must be >= 0, got -1; fix: set replicas to 0 or more"),
         (mutate("d['spec']['tfReplicaSpecs']['Worker']['replicas'] = 'two'"),

@@ -1,21 +1,24 @@
-"""The corpora of malformed TFJobs and PyTorchJobs, refused by the local runtime's loader.
+"""The corpora of malformed jobs of every kind, refused by the local runtime's loader.
 
 The same files go to a real API server in tests/kubernetes/operator/test_admission.py
-(TFJobs, also to `tfjob run`) and tests/kubernetes/test_pytorchjob_crd.py
-(PyTorchJobs), which check both give the same verdict; here the loader alone is
-checked quickly, without a control plane.
+(TFJobs, also to `tfjob run`), tests/kubernetes/test_pytorchjob_crd.py (PyTorchJobs)
+and tests/kubernetes/test_kind_crds.py (JAXJobs, XGBoostJobs, PaddleJobs), which
+check both give the same verdict; here the loader alone is checked quickly, without
+a control plane.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from testkit.corpus import PYTORCH_CORPUS, Case, cases
+from testkit.corpus import KIND_CORPORA, PYTORCH_CORPUS, Case, cases
 from tfjob.api.errors import InvalidJob
 from tfjob.frameworks.load import load_jobs
 
 CASES = cases()
 PYTORCH_CASES = cases(PYTORCH_CORPUS)
+KIND_CASES = {kind: cases(corpus) for kind, corpus in KIND_CORPORA.items()}
+OTHER_CASES = [case for found in KIND_CASES.values() for case in found]
 
 
 def test_the_corpus_covers_every_category_with_at_least_120_jobs() -> None:
@@ -31,7 +34,29 @@ def test_the_pytorch_corpus_has_a_dozen_jobs_of_each_kind_of_mistake() -> None:
     assert all(case.what and case.field for case in PYTORCH_CASES)
 
 
-@pytest.mark.parametrize("case", CASES + PYTORCH_CASES, ids=[c.id for c in CASES + PYTORCH_CASES])
+@pytest.mark.parametrize(
+    ("kind", "categories"),
+    [
+        ("JAXJob", {"jax-rules", "yaml"}),
+        ("XGBoostJob", {"xgboost-rules", "yaml"}),
+        ("PaddleJob", {"paddle-rules", "paddle-elastic", "yaml"}),
+        ("MPIJob", {"mpi-rules", "yaml"}),
+    ],
+)
+def test_each_other_kind_has_a_dozen_malformed_jobs(kind: str, categories: set[str]) -> None:
+    found = KIND_CASES[kind]
+    assert len(found) >= 12
+    assert {case.category for case in found} == categories
+    assert all(case.what and case.field for case in found)
+    assert all(f"kind: {kind}" in case.path.read_text() for case in found)
+
+
+ALL_CASES = CASES + PYTORCH_CASES + OTHER_CASES
+
+
+@pytest.mark.parametrize(
+    "case", ALL_CASES, ids=[c.path.parent.parent.name + "/" + c.id for c in ALL_CASES]
+)
 def test_each_malformed_job_is_refused_naming_its_field(case: Case) -> None:
     with pytest.raises(InvalidJob) as caught:
         load_jobs(case.path.read_text(), str(case.path), require_image=False)

@@ -17,6 +17,9 @@ BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
     [
         ("crd.yaml", schema_rules.TFJOB_SCHEMA),
         ("pytorchjob-crd.yaml", schema_rules.PYTORCHJOB_SCHEMA),
+        ("jaxjob-crd.yaml", schema_rules.JAXJOB_SCHEMA),
+        ("xgboostjob-crd.yaml", schema_rules.XGBOOSTJOB_SCHEMA),
+        ("paddlejob-crd.yaml", schema_rules.PADDLEJOB_SCHEMA),
     ],
 )
 def test_the_package_ships_the_crds_schema(crd_file: str, schema_file: str) -> None:

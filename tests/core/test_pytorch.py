@@ -507,7 +507,7 @@ class TestFailure:
         assert ("Failed", "True", "PyTorchJobFailed") in conditions(plan)
         failed = next(c for c in plan.status.conditions if c.type == "Failed")
         assert failed.message == (
-            "PyTorchJob ns/pt has failed because 1 Master replica(s) failed. "
+            "PyTorchJob pt is failed because 1 Master replica(s) failed. "
             "pt-master-0 exited with code 2."
         )
 

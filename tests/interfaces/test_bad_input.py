@@ -69,8 +69,9 @@ CASES = {
         "apiVersion: must be 'kubeflow.org/v1'",
     ),
     "wrong kind": (
-        _set("kind", "MPIJob"),
-        "kind: must be one of 'TFJob', 'PyTorchJob', got 'MPIJob'",
+        _set("kind", "MXJob"),
+        "kind: must be one of 'TFJob', 'PyTorchJob', 'JAXJob', 'XGBoostJob', 'PaddleJob', "
+        "'MPIJob', got 'MXJob'",
     ),
     "no tensorflow container": (
         _rename_container,

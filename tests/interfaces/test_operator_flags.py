@@ -102,9 +102,11 @@ def test_tfjobs_own_flags_still_work(started: list[Any]) -> None:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--enable-scheme=pytorchjob"], ["--enable-scheme", "tfjob runs only TFJobs"]),
-        (["--enable-scheme=tfjob", "--enable-scheme=MPIJob"], ["--enable-scheme", "MPIJob"]),
-        (["--enable-scheme=nope"], ["unknown scheme 'nope'"]),
+        # Kubeflow v1.9.4 refuses it too: MXJob is gone from its operator.
+        (["--enable-scheme=mxjob"], ["--enable-scheme", "unknown scheme 'mxjob'", "mpijob"]),
+        (["--enable-scheme=tfjob", "--enable-scheme=MXJob"], ["--enable-scheme", "MXJob"]),
+        (["--enable-scheme=nope"], ["unknown scheme 'nope'", "tfjob"]),
+        (["--pytorch-init-container-max-tries=x"], ["--pytorch-init-container-max-tries"]),
         (["--metrics-bind-address=8080"], ["--metrics-bind-address", "HOST:PORT"]),
         (["--health-probe-bind-address=:http"], ["--health-probe-bind-address"]),
         (
@@ -127,6 +129,31 @@ def test_bad_flags_are_refused_naming_the_flag(
 
 def test_enable_scheme_is_case_insensitive(started: list[Any]) -> None:
     assert invoke("--enable-scheme=TFJob").exit_code == 0
+    assert started[0][0].kinds == ("TFJob",)
+
+
+def test_enable_scheme_selects_kinds_and_none_means_every_kind(started: list[Any]) -> None:
+    assert invoke("--enable-scheme=pytorchjob", "--enable-scheme=tfjob").exit_code == 0
+    assert invoke().exit_code == 0
+    assert [options.kinds for options, _level, _fmt in started] == [("PyTorchJob", "TFJob"), ()]
+
+
+def test_pytorch_init_container_flags_reach_the_settings(started: list[Any]) -> None:
+    args = ("--pytorch-init-container-image=busybox:1", "--pytorch-init-container-max-tries=7")
+    assert invoke(*args).exit_code == 0
+    settings = started[0][0].settings()
+    assert settings.pytorch_init_container_image == "busybox:1"
+    assert settings.pytorch_init_container_max_tries == 7
+
+
+def test_mpi_kubectl_delivery_image_reaches_the_settings(started: list[Any]) -> None:
+    assert invoke().exit_code == 0
+    assert invoke("--mpi-kubectl-delivery-image=registry.example/kubectl:1").exit_code == 0
+    default, given = (options.settings() for options, _level, _fmt in started)
+    assert (
+        default.mpi_kubectl_delivery_image == "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
+    )
+    assert given.mpi_kubectl_delivery_image == "registry.example/kubectl:1"
 
 
 def test_log_format_defaults_to_json_off_a_terminal_and_follows_zap_encoder(

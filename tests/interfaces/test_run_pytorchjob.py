@@ -97,7 +97,23 @@ def test_master_and_workers_reach_each_other_at_local_addresses(tmp_path: Path) 
 
 def test_elastic_rendezvous_endpoint_is_worker_0_on_this_machine(tmp_path: Path) -> None:
     elastic = {"rdzvHost": "etcd.example", "rdzvPort": 2379, "minReplicas": 1, "maxReplicas": 3}
-    doc = _job("el", {"Worker": _replica(2)}, elasticPolicy=elastic)
+    workers = _replica(2)
+    # An elastic job succeeds with its first Worker, and the other is then stopped:
+    # both wait for each other once their env is printed, so both print it.
+    barrier = tmp_path / "arrived"
+    barrier.mkdir()
+    wait = (
+        f"\nimport pathlib, time; d = pathlib.Path({str(barrier)!r}); "
+        "(d / str(os.getpid())).touch()\n"
+        "while len(list(d.iterdir())) < 2: time.sleep(0.05)\n"
+    )
+    command = workers["template"]["spec"]["containers"][0]["command"]
+    command[-1] = command[-1].replace(
+        'print("ENV " + json.dumps(env), flush=True)\n',
+        'print("ENV " + json.dumps(env), flush=True)' + wait,
+    )
+    assert str(barrier) in command[-1]
+    doc = _job("el", {"Worker": workers}, elasticPolicy=elastic)
     run_dir = tmp_path / "run"
     result = tfjob("run", str(write(tmp_path / "job.yaml", doc)), "--run-dir", str(run_dir))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -141,7 +157,7 @@ def test_a_failing_worker_fails_the_pytorchjob(tmp_path: Path) -> None:
         "run", str(write(tmp_path / "job.yaml", doc)), "--run-dir", str(tmp_path / "run")
     )
     assert result.returncode == 1
-    assert "PyTorchJob default/bad has failed because 1 Worker replica(s) failed." in result.stderr
+    assert "PyTorchJob bad is failed because 1 Worker replica(s) failed." in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,8 @@ gets a fresh namespace for isolation. Contracts, for test writers:
   value is the lightkube generic resource class for TFJob (``.Status`` included).
 - ``pytorchjob_crd_installed`` (session): manifests/base/pytorchjob-crd.yaml applied
   and Established.
+- ``kind_crds_installed`` (session): the JAXJob, XGBoostJob and PaddleJob CRDs
+  (manifests/base/<kind>-crd.yaml) applied and Established.
 - ``rbac_installed`` (session): the namespace, ServiceAccount and RBAC from
   manifests/base applied.
 - ``cluster`` (session): a started ``Cluster`` (testkit/cluster.py): the control
@@ -115,8 +117,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if reporter is not None:
         reporter.write_line(
             "test cluster: building kube-apiserver, etcd, kube-scheduler, "
-            "kube-controller-manager, kubectl, kwok and training-operator from Go modules "
-            "(first run only, about 12 min; see docs/control-plane.md)"
+            "kube-controller-manager, kubectl, kwok, training-operator and kueue from Go "
+            "modules (first run only, about 15 min; see docs/control-plane.md)"
         )
     try:
         config.stash[_ASSETS] = find_assets(build=True)
@@ -242,6 +244,16 @@ def pytorchjob_crd_installed(kube: Client) -> None:
     Established."""
     apply_documents(kube, load_manifest(MANIFESTS_BASE / "pytorchjob-crd.yaml"))
     _wait_established(kube, "pytorchjobs.kubeflow.org")
+
+
+@pytest.fixture(scope="session")
+def kind_crds_installed(kube: Client) -> None:
+    """The JAXJob, XGBoostJob, PaddleJob and MPIJob CRDs from manifests/base, applied
+    and Established."""
+    for kind in ("jaxjob", "xgboostjob", "paddlejob", "mpijob"):
+        apply_documents(kube, load_manifest(MANIFESTS_BASE / f"{kind}-crd.yaml"))
+    for kind in ("jaxjob", "xgboostjob", "paddlejob", "mpijob"):
+        _wait_established(kube, f"{kind}s.kubeflow.org")
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ def _kubectl(plane: ControlPlane) -> list[str]:
 
 def test_the_committed_crd_is_what_the_generator_makes(control_plane: ControlPlane) -> None:
     """tools/crd/generate.py reads this API server's PodTemplateSpec schema; the
-    committed CRDs (TFJob, PyTorchJob) and the package's schemas must be exactly its
+    committed CRDs (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob) and the package's schemas must be exactly its
     output."""
     kubectl, _, kubeconfig = _kubectl(control_plane)
     done = subprocess.run(
@@ -57,7 +57,8 @@ def test_the_readme_install_command_applies(
     )
     assert done.returncode == 0, done.stderr
     assert "customresourcedefinition.apiextensions.k8s.io/tfjobs.kubeflow.org" in done.stdout
-    assert "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org" in done.stdout
+    for plural in ("pytorchjobs", "jaxjobs", "xgboostjobs", "paddlejobs"):
+        assert f"customresourcedefinition.apiextensions.k8s.io/{plural}.kubeflow.org" in done.stdout
     crd = kube.get(CustomResourceDefinition, "tfjobs.kubeflow.org").to_dict()
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     replica = schema["properties"]["spec"]["properties"]["tfReplicaSpecs"]["additionalProperties"]

@@ -393,6 +393,32 @@ def test_cluster_role_grants_no_secrets_and_no_wildcards(
         assert "secrets" not in rule.resources
 
 
+def test_cluster_role_covers_every_kind_and_its_crd_is_installed(
+    kube: Client, installed: list[Any]
+) -> None:
+    """Each kind tfjob serves has its CRD in the manifests and its grants: jobs read
+    and deleted, status written, finalizers set (for blockOwnerDeletion)."""
+    from tfjob.frameworks.registry import FRAMEWORKS
+
+    role = kube.get(ClusterRole, "tfjob-operator")
+    granted = {
+        (resource, verb)
+        for rule in role.rules
+        if "kubeflow.org" in (rule.apiGroups or [])
+        for resource in rule.resources or []
+        for verb in rule.verbs
+    }
+    crds = {o.metadata.name for o in installed if o.kind == "CustomResourceDefinition"}
+    for kind in FRAMEWORKS.values():
+        plural = kind.plural
+        assert f"{plural}.kubeflow.org" in crds, kind.kind
+        for verb in ("get", "list", "watch", "delete"):
+            assert (plural, verb) in granted, (plural, verb)
+        assert (f"{plural}/status", "update") in granted, plural
+        assert (f"{plural}/finalizers", "update") in granted, plural
+        assert not {(plural, v) for v in ("create", "update", "patch")} & granted, plural
+
+
 def test_operator_identity_can_do_its_job(
     operator_client: Client, kube: Client, crd_installed: Any, namespace: str
 ) -> None:
@@ -483,6 +509,103 @@ def test_operator_identity_has_no_grant_the_operator_does_not_use(
         with pytest.raises(ApiError) as refused:
             attempt()
         assert refused.value.status.code == 403, refused.value.status
+
+
+def test_cluster_role_grants_the_owned_objects_exactly_what_the_operator_uses() -> None:
+    """The objects kinds own besides pods and services (an MPIJob's ServiceAccount,
+    Role, RoleBinding and ConfigMap, a PyTorchJob's HPA) get what the operator does
+    with them: list and watch (its informers), create, get and update (a take-over,
+    the owned fields), delete only for kinds it ever deletes; and pods/exec create,
+    which an MPIJob's launcher Role grants (nobody may grant what they lack)."""
+    from tfjob.frameworks.registry import FRAMEWORKS
+
+    (role,) = [d for d in load_manifest(MANIFESTS_BASE / "rbac.yaml") if d["kind"] == "ClusterRole"]
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    used: dict[tuple[str, str], set[str]] = {("", "pods/exec"): {"create"}}
+    for kind in FRAMEWORKS.values():
+        for owned in kind.owned_kinds:
+            verbs = {"get", "list", "watch", "create", "update"}
+            if owned.prune or owned.deleted_when_suspended:
+                verbs.add("delete")
+            used.setdefault((owned.group, owned.plural), set()).update(verbs)
+    assert {key: granted.get(key) for key in used} == used
+
+
+def test_operator_identity_can_make_an_mpijob_launchers_objects(
+    operator_client: Client, kube: Client, namespace: str
+) -> None:
+    """With its own identity the operator can create what an MPIJob's launcher needs,
+    the Role granting pods/exec included (RBAC refuses a grant its maker lacks), and
+    a PyTorchJob's HPA."""
+    from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
+    from lightkube.resources.core_v1 import ConfigMap, ServiceAccount
+    from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+
+    ops = operator_client
+    ops.create(ServiceAccount(metadata=ObjectMeta(name="pi-launcher")), namespace=namespace)
+    ops.create(
+        Role.from_dict(
+            {
+                "metadata": {"name": "pi-launcher"},
+                "rules": [
+                    {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["pods"]},
+                    {
+                        "verbs": ["create"],
+                        "apiGroups": [""],
+                        "resources": ["pods/exec"],
+                        "resourceNames": ["pi-worker-0"],
+                    },
+                ],
+            }
+        ),
+        namespace=namespace,
+    )
+    ops.create(
+        RoleBinding.from_dict(
+            {
+                "metadata": {"name": "pi-launcher"},
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": "pi-launcher", "namespace": namespace}
+                ],
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": "pi-launcher",
+                },
+            }
+        ),
+        namespace=namespace,
+    )
+    config = ops.create(
+        ConfigMap(metadata=ObjectMeta(name="pi-config"), data={"hostfile": ""}), namespace=namespace
+    )
+    config.data = {"hostfile": "pi-worker-0 slots=1\n"}
+    ops.replace(config, namespace=namespace)
+    hpa = HorizontalPodAutoscaler.from_dict(
+        {
+            "metadata": {"name": "elastic"},
+            "spec": {
+                "scaleTargetRef": {
+                    "apiVersion": "kubeflow.org/v1",
+                    "kind": "PyTorchJob",
+                    "name": "elastic",
+                },
+                "maxReplicas": 3,
+            },
+        }
+    )
+    ops.create(hpa, namespace=namespace)
+    assert {m.metadata.name for m in ops.list(HorizontalPodAutoscaler, namespace=namespace)} == {
+        "elastic"
+    }
+    ops.delete(HorizontalPodAutoscaler, "elastic", namespace=namespace)
+    with pytest.raises(ApiError) as refused:  # never deleted: the garbage collector does
+        ops.delete(ConfigMap, "pi-config", namespace=namespace)
+    assert refused.value.status.code == 403
 
 
 def test_operator_identity_cannot_read_secrets(

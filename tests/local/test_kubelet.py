@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -65,6 +66,22 @@ async def test_always_restarts_even_after_success(harness: Harness) -> None:
     )
     pod = harness.pod("j-worker-0")
     assert pod is not None and pod.status.phase == "Running"
+
+
+async def test_the_program_sees_its_command_as_written(harness: Harness) -> None:
+    """argv[0] is the command's first word, as a container runtime passes it, not the
+    path found on PATH (Open MPI's mpirun takes a full path as its --prefix)."""
+    folder = str(Path(sys.executable).parent)
+    name = Path(sys.executable).name
+    container = {
+        "name": "tensorflow",
+        "image": "ignored",
+        "command": [name, "-c", "import sys; print('ARGV0', sys.orig_argv[0])"],
+        "env": [{"name": "PATH", "value": folder}],
+    }
+    harness.kubelet.create_pod(pod_manifest("j-worker-0", container))
+    await harness.phase("j-worker-0", "Succeeded")
+    assert ("worker-0", f"ARGV0 {name}") in harness.lines
 
 
 async def test_replica_environment(harness: Harness, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generate the CRDs (TFJob, PyTorchJob) from tools/crd/*-crd.in.yaml and Kubernetes' schemas.
+"""Generate the CRDs of every kind (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob, MPIJob) from
+tools/crd/*-crd.in.yaml and Kubernetes' schemas.
 
 Every replica template is a PodTemplateSpec. Rather than copying its schema by hand (or
 keeping templates free-form, which lets the API server store jobs whose pods it will
@@ -19,7 +20,7 @@ structural schema a CRD needs:
 - `x-tfjob-limits` beside the marker adds bounds (such as `maxItems` on containers)
   that the CEL rules need to fit the API server's cost budget.
 
-The same marker names autoscaling/v2's MetricSpec for PyTorchJob's
+The same marker names autoscaling/v2's MetricSpec for PyTorchJob's and PaddleJob's
 `elasticPolicy.metrics`, so the document of `apis/autoscaling/v2` is read too.
 
 Outputs, per kind: the CRD under manifests/base/ (what `kubectl apply` installs) and
@@ -126,6 +127,67 @@ PYTORCHJOB_HEADER = """\
 #    TFJob CRD.
 """
 
+# JAXJob, XGBoostJob and PaddleJob: what differs from upstream, shared by the three.
+OTHER_KIND_DIFFERENCES = """\
+# Differences from upstream's CRD, on purpose:
+#  - spec.runPolicy defaults to {{}}, spec is required, enums and bounds on the
+#    policies, as the TFJob CRD.
+#  - The webhook's checks are CEL rules. Replica types in any letter case (the
+#    operator writes them CamelCase), not two differing only in case; a replica count
+#    of at least 1 (a Master's, where one must be 1, may be left out).
+#  - Name lengths and container bounds as the TFJob CRD.
+"""
+JAXJOB_HEADER = (
+    """\
+# The JAXJob custom resource, API-compatible with Kubeflow training-operator
+# (kubeflow.org/v1), with the scale subresource on the Worker replicas as upstream's.
+# Replica templates carry the full PodTemplateSpec schema; CEL rules make the checks
+# Kubeflow's validating webhook makes (Workers only, a container named jax). Install
+# it with `kubectl apply --server-side`, as the TFJob CRD.
+#
+"""
+    + OTHER_KIND_DIFFERENCES
+)
+XGBOOSTJOB_HEADER = (
+    """\
+# The XGBoostJob custom resource, API-compatible with Kubeflow training-operator
+# (kubeflow.org/v1; like upstream's, without a scale subresource). Replica templates
+# carry the full PodTemplateSpec schema; CEL rules make the checks Kubeflow's
+# validating webhook makes (a Master of one replica, Workers, a container named
+# xgboost). Install it with `kubectl apply --server-side`, as the TFJob CRD.
+#
+"""
+    + OTHER_KIND_DIFFERENCES
+)
+PADDLEJOB_HEADER = (
+    """\
+# The PaddleJob custom resource, API-compatible with Kubeflow training-operator
+# (kubeflow.org/v1), with the scale subresource on the Worker replicas (upstream's
+# points at status fields that do not exist; this one at the Worker's). Replica
+# templates carry the full PodTemplateSpec schema and elasticPolicy.metrics
+# autoscaling/v2's MetricSpec; CEL rules make the checks Kubeflow's validating
+# webhook makes (Master and Worker, a container named paddle). Install it with
+# `kubectl apply --server-side`, as the TFJob CRD.
+#
+"""
+    + OTHER_KIND_DIFFERENCES
+    + """\
+#  - elasticPolicy needs a Worker replica spec (upstream's defaulting dereferences
+#    it) and minReplicas <= maxReplicas.
+"""
+)
+
+
+MPIJOB_HEADER = """\
+# The MPIJob custom resource of Kubeflow's training-operator (kubeflow.org/v1, not
+# kubeflow/mpi-operator's v2beta1; like upstream's, without a scale subresource).
+# Replica templates carry the full PodTemplateSpec schema; CEL rules make the checks
+# Kubeflow's reconciler makes (a Launcher of one replica, only Launcher and Worker,
+# named containers with images). Install it with `kubectl apply --server-side`, as
+# the TFJob CRD.
+#
+"""
+
 
 @dataclass(frozen=True)
 class Crd:
@@ -144,6 +206,20 @@ CRDS = (
         MANIFESTS / "pytorchjob-crd.yaml",
         SCHEMAS / "pytorchjob-v1.json",
         PYTORCHJOB_HEADER,
+    ),
+    *(
+        Crd(
+            f"{kind}-crd.in.yaml",
+            MANIFESTS / f"{kind}-crd.yaml",
+            SCHEMAS / f"{kind}-v1.json",
+            header,
+        )
+        for kind, header in (
+            ("jaxjob", JAXJOB_HEADER),
+            ("xgboostjob", XGBOOSTJOB_HEADER),
+            ("paddlejob", PADDLEJOB_HEADER),
+            ("mpijob", MPIJOB_HEADER),
+        )
     ),
 )
 

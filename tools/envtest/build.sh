@@ -4,8 +4,11 @@
 # kube-apiserver and etcd (the control plane), and beside them, built from the same
 # k8s.io/kubernetes wrapper module so every part is the same version: kubectl,
 # kube-scheduler and kube-controller-manager; kwok (sigs.k8s.io/kwok, simulated nodes
-# and pod lifecycle) and Kubeflow's training-operator (the reference operator the
-# tests swap with and the benchmarks race), each `go install`ed at a pinned version.
+# and pod lifecycle), Kubeflow's training-operator (the reference operator the tests
+# swap with and the benchmarks race) and Kueue's manager (sigs.k8s.io/kueue, the job
+# queueing the Kueue tests run against), each `go install`ed at a pinned version.
+# Kueue's CRDs and webhook manifests are copied from the same module version into
+# kueue-<v>/config/ beside its binary (testkit/kueue.py installs them).
 #
 # Order of preference (the envtest convention first, so CI can hand in prebuilt
 # binaries and skip the Go build entirely):
@@ -14,7 +17,8 @@
 #   3. a version-keyed cache outside git, built from the wrapper Go modules next to
 #      this script when a binary is missing or reports the wrong version:
 #      ${TFJOB_ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfjob/envtest}/<k8s>-<etcd>/
-#      (kwok and training-operator in kwok-<v>/ and training-operator-<v>/ beside it).
+#      (kwok, training-operator and kueue in kwok-<v>/, training-operator-<v>/ and
+#      kueue-<v>/ beside it).
 #
 # Idempotent: a second run with the binaries in place only checks their versions.
 # Exit codes: 0 ok (last stdout line is the assets folder), 2 Go is not installed so
@@ -161,6 +165,9 @@ fi
 # wrapper module (its go.mod lists them as tools), hence its version and Go cache.
 kwok_version="v0.8.0"
 kubeflow_version="v1.9.4"
+# The newest Kueue the module proxy serves that still ships the Kubeflow v1 (kubeflow.org)
+# integration, pkg/controller/jobs/kubeflow/ (deprecated upstream, still built in).
+kueue_version="v0.17.0"
 k8s_ld() {
     local minor="${k8s_version#v1.}" ld="-s -w" pkgpath
     minor="${minor%%.*}"
@@ -183,7 +190,7 @@ k8s_tool_ok() {
 # (no replaces to work around); the folder is keyed by version and the binary moved in
 # atomically, so presence is proof enough.
 go_install() {
-    local pkg="$1" version="$2" dir="$3" name="$4"
+    local pkg="$1" version="$2" dir="$3" name="$4" ldflags="${5:-}"
     if [[ ${no_build} -eq 1 ]]; then
         log "${name} is not built yet and --no-build was given (run tools/envtest/build.sh)"
         exit 3
@@ -194,7 +201,7 @@ go_install() {
     log "building ${pkg}@${version} -> ${dir}/${name}"
     local started=${SECONDS}
     GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-buildvcs=false" GOBIN="${tmp}" \
-        "${gobin}" install -trimpath -ldflags "-s -w" "${pkg}@${version}" \
+        "${gobin}" install -trimpath -ldflags "-s -w ${ldflags}" "${pkg}@${version}" \
         || { rm -rf "${tmp}"; log "go install ${pkg}@${version} failed"; exit 1; }
     mv -f "${tmp}/$(basename "${pkg}")" "${dir}/${name}"
     rm -rf "${tmp}"
@@ -202,7 +209,7 @@ go_install() {
 }
 
 declare -A tools=()
-for name in kubectl kube-scheduler kube-controller-manager kwok training-operator; do
+for name in kubectl kube-scheduler kube-controller-manager kwok training-operator kueue; do
     if [[ -n "${KUBEBUILDER_ASSETS:-}" ]] && present "${KUBEBUILDER_ASSETS}/${name}"; then
         tools[${name}]="${KUBEBUILDER_ASSETS}/${name}"
     fi
@@ -235,6 +242,29 @@ if [[ -z "${tools[training-operator]:-}" ]]; then
             "${kubeflow_version}" "${dir}" training-operator
     fi
     tools[training-operator]="${dir}/training-operator"
+fi
+
+if [[ -z "${tools[kueue]:-}" ]]; then
+    dir="${cache_root}/kueue-${kueue_version}"
+    mkdir -p "${dir}"
+    if [[ ${force} -eq 1 ]] || ! present "${dir}/kueue" || [[ ! -f "${dir}/config/.complete" ]]; then
+        # The binary reports this version in its start-up log line ("gitVersion").
+        go_install sigs.k8s.io/kueue/cmd/kueue "${kueue_version}" "${dir}" kueue \
+            "-X sigs.k8s.io/kueue/pkg/version.GitVersion=${kueue_version}"
+        # Its CRDs and webhook manifests from the same module version (the download
+        # above put the module in the module cache; -json names its folder).
+        gobin="$(find_go)"
+        src="$(cd "${dir}" && GOTOOLCHAIN=local GOFLAGS= "${gobin}" mod download -json \
+            "sigs.k8s.io/kueue@${kueue_version}" \
+            | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+        [[ -d "${src}/config/components/crd" ]] || die "no config/components in sigs.k8s.io/kueue@${kueue_version} (${src})"
+        rm -rf "${dir}/config"
+        mkdir -p "${dir}/config"
+        cp -R "${src}/config/components/crd" "${src}/config/components/webhook" "${dir}/config/"
+        chmod -R u+w "${dir}/config"
+        touch "${dir}/config/.complete"
+    fi
+    tools[kueue]="${dir}/kueue"
 fi
 
 # Hand back one folder holding every binary under its usual name: the cache folder,

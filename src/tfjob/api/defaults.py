@@ -27,7 +27,9 @@ def default_replica_specs(
     specs: dict[str, ReplicaSpec], kind: KindDeclaration
 ) -> dict[str, ReplicaSpec]:
     """Canonical type keys, then each replica's replicas, restartPolicy and port."""
-    return {key: _default_replica(spec, kind) for key, spec in normalise_types(specs, kind).items()}
+    return {
+        key: _default_replica(key, spec, kind) for key, spec in normalise_types(specs, kind).items()
+    }
 
 
 def normalise_types(specs: dict[str, ReplicaSpec], kind: KindDeclaration) -> dict[str, ReplicaSpec]:
@@ -56,12 +58,13 @@ def _before(specs: dict[str, ReplicaSpec], key: str) -> list[str]:
     return keys[: keys.index(key)]
 
 
-def _default_replica(spec: ReplicaSpec, kind: KindDeclaration) -> ReplicaSpec:
+def _default_replica(key: str, spec: ReplicaSpec, kind: KindDeclaration) -> ReplicaSpec:
+    template = _with_default_port(spec.template, kind) if kind.default_port else spec.template
     return msgspec.structs.replace(
         spec,
-        replicas=1 if spec.replicas is None else spec.replicas,
+        replicas=kind.default_replicas(key) if spec.replicas is None else spec.replicas,
         restart_policy=spec.restart_policy or kind.default_restart_policy,
-        template=_with_default_port(spec.template, kind),
+        template=template,
     )
 
 

@@ -115,6 +115,33 @@ class Service(Observed):
     metadata: Annotated[Meta, pb(1)] = msgspec.field(default_factory=Meta)
 
 
+class OwnedObject(msgspec.Struct, kw_only=True):
+    """An object besides pods and services that a job owns (an MPIJob's ConfigMap, a
+    PyTorchJob's HorizontalPodAutoscaler: `api.kinds.OwnedKind`), as observed: its
+    metadata projected like a pod's (to index it by job), and the whole object as the
+    API server returned it, without managedFields and status. Few exist (a handful
+    per job of the kinds that own any), so they are kept whole."""
+
+    metadata: Meta
+    document: dict[str, Any]
+
+    @classmethod
+    def of(cls, document: dict[str, Any]) -> OwnedObject:
+        """From an object's decoded JSON."""
+        meta = {k: v for k, v in (document.get("metadata") or {}).items() if k != "managedFields"}
+        kept = {k: v for k, v in document.items() if k != "status"}
+        kept["metadata"] = meta
+        return cls(metadata=msgspec.convert(meta, Meta, strict=False), document=kept)
+
+    @property
+    def kind(self) -> str:
+        return str(self.document.get("kind", ""))
+
+    @property
+    def api_version(self) -> str:
+        return str(self.document.get("apiVersion", ""))
+
+
 @dataclass(frozen=True)
 class Column:
     """One field of a projection struct, as the table (`pb`) and its type declare it."""

@@ -35,6 +35,10 @@ from tfjob.api.errors import FieldError
 
 TFJOB_SCHEMA = "tfjob-v1.json"
 PYTORCHJOB_SCHEMA = "pytorchjob-v1.json"
+JAXJOB_SCHEMA = "jaxjob-v1.json"
+XGBOOSTJOB_SCHEMA = "xgboostjob-v1.json"
+PADDLEJOB_SCHEMA = "paddlejob-v1.json"
+MPIJOB_SCHEMA = "mpijob-v1.json"
 
 
 def check(
@@ -67,11 +71,19 @@ def schema_document(schema_file: str = TFJOB_SCHEMA) -> dict[str, Any]:
     return dict(json.loads(text))
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
 def _without_nulls(value: Any) -> Any:
+    """The document as the API server decodes it: nulls pruned, and an integer that
+    does not fit in 64 bits read as a number with a fraction (Go's JSON decoder makes
+    it a float64), which every integer field then refuses by its type."""
     if isinstance(value, Mapping):
         return {str(k): _without_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [_without_nulls(item) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        return float(value)
     return value
 
 

@@ -122,7 +122,10 @@ def _check_replica(
         )
     yield from _check_generated_names(job_name, key, spec, path, kind)
     yield from _check_containers(
-        spec.template, f"{path}.template.spec.containers", kind.container_name, require_image
+        spec.template,
+        f"{path}.template.spec.containers",
+        kind.container_name if kind.requires_named_container else None,
+        require_image,
     )
 
 
@@ -132,7 +135,10 @@ def _check_generated_names(
     if not job_name:
         return
     last = max((spec.replicas if spec.replicas is not None else 1) - 1, 0)
-    name = object_name(job_name, key, last)
+    canonical = kind.canonical_type(key)
+    name = (
+        kind.pod_name(job_name, canonical, last) if canonical else object_name(job_name, key, last)
+    )
     if len(name) > c.MAX_NAME_LENGTH:
         yield FieldError(
             path,
@@ -150,11 +156,15 @@ def _check_generated_names(
 
 
 def _check_containers(
-    template: dict[str, Any], path: str, name: str, require_image: bool
+    template: dict[str, Any], path: str, name: str | None, require_image: bool
 ) -> Iterator[FieldError]:
+    """`name`: the container every replica must have (None: any)."""
     pod_spec = template.get("spec") if isinstance(template, dict) else None
     containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
     if not isinstance(containers, list) or not containers:
+        if name is None:
+            yield FieldError(path, "must be specified", "add the container that runs the job")
+            return
         yield FieldError(path, "must be specified", f"add a container named '{name}'")
         yield FieldError(
             path,
@@ -172,7 +182,7 @@ def _check_containers(
                 f"{path}[{index}].image", "must be required", "set the container image"
             )
     names = [ct.get("name") for ct in containers if isinstance(ct, dict)]
-    if name not in names:
+    if name is not None and name not in names:
         found = ", ".join(repr(n) for n in names)
         yield FieldError(
             path,

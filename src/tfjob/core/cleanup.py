@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 #: (better) How long after a job's success cleanPodPolicy Running lets running replicas
 #: end by themselves before deleting them. The replica that decides success (the
 #: chief, worker 0) is often seconds ahead of peers that are finishing the same last
-#: step; deleted at once, they lose their logs (docs/decisions/0021).
+#: step; deleted at once, they lose their logs (docs/decisions/0026).
 FINISHING_GRACE_SECONDS = 5
 
 

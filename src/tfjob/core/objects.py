@@ -8,6 +8,7 @@ port, the master role) comes from the job's framework.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
@@ -16,6 +17,7 @@ import msgspec
 from tfjob.api import constants as c
 from tfjob.api.containers import named_container
 from tfjob.api.names import label_value, object_name, replica_key
+from tfjob.api.observed import Pod
 from tfjob.api.owners import owner_reference
 from tfjob.api.types import Job
 from tfjob.core import gang
@@ -47,6 +49,13 @@ def replica_labels(job_name: str, replica_type: str, index: int, controller: str
         c.LABEL_REPLICA_TYPE: replica_key(replica_type),
         c.LABEL_REPLICA_INDEX: str(index),
     }
+
+
+def replica_selector(job_name: str, replica_type: str, controller: str) -> str:
+    """The label selector of one replica type's pods, as upstream writes it in a
+    replica status (keys sorted): what the scale subresource's labelSelectorPath reads."""
+    labels = {**base_labels(job_name, controller), c.LABEL_REPLICA_TYPE: replica_key(replica_type)}
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
 def is_master_role(job: Job, replica_type: str, index: int) -> bool:
@@ -95,15 +104,17 @@ class PodRenderer:
             **(meta.get("labels") or {}),
             **replica_labels(job.metadata.name, replica_type, index, framework.controller_name),
         }
+        if not framework.indexed(replica_type):
+            del labels[c.LABEL_REPLICA_INDEX]
         if framework.is_master_role(job, replica_type, index):
             labels[c.LABEL_JOB_ROLE] = c.JOB_ROLE_MASTER
         metadata: dict[str, Any] = {
-            "name": object_name(job.metadata.name, replica_type, index),
+            "name": framework.pod_name(job.metadata.name, replica_type, index),
             "namespace": job.metadata.namespace,
             "labels": labels,
             "ownerReferences": [owner_reference(job, framework)],
         }
-        for key in ("annotations", "finalizers"):
+        for key in framework.template_metadata:
             if meta.get(key):
                 metadata[key] = meta[key]
         pod_spec: dict[str, Any] = template.get("spec") or {}
@@ -188,14 +199,31 @@ def _training_ports(job: Job, replica_type: str, container_name: str) -> list[di
     return list(container.get("ports") or [])
 
 
+def owned_manifests(job: Job, pods: Sequence[Pod], settings: Settings) -> list[dict[str, Any]]:
+    """The objects besides pods and services a defaulted job wants now (its kind's
+    `owned_objects`, given its observed pods), each with the labels the Kubernetes
+    runtime watches them by (the kind's operator-name and the job-name) beside its own."""
+    framework = framework_of(job)
+    labels = base_labels(job.metadata.name, framework.controller_name)
+    manifests = framework.owned_objects(job, pods, settings)
+    for manifest in manifests:
+        meta = manifest["metadata"]
+        meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    return manifests
+
+
 def desired_objects(job: Job, settings: Settings) -> list[dict[str, Any]]:
-    """The gang-scheduling group objects (if on), then every pod, then every service of
-    a defaulted job, in replica-type order."""
+    """The gang-scheduling group objects (if on), the other objects the kind owns
+    (as for a job without pods yet: core/owned.py), then every pod, then every service
+    (for the kinds that have them) of a defaulted job, in replica-type order."""
+    framework = framework_of(job)
     groups = gang.group_objects(job, settings.gang_scheduler_name)
+    owned = owned_manifests(job, [], settings)
     pods, services = [], []
     renderer = PodRenderer(job, settings)
     for rtype, spec in sorted(job.spec.replica_specs.items()):
         for index in range(spec.replicas or 0):
             pods.append(renderer.pod(rtype, index))
-            services.append(desired_service(job, rtype, index))
-    return groups + pods + services
+            if framework.services:
+                services.append(desired_service(job, rtype, index))
+    return groups + owned + pods + services

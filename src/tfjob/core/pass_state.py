@@ -12,7 +12,7 @@ from typing import Any
 
 from tfjob.api import constants as c
 from tfjob.api.names import replica_key
-from tfjob.api.observed import Pod, Service
+from tfjob.api.observed import OwnedObject, Pod, Service
 from tfjob.api.timestamps import parse_rfc3339, rfc3339
 from tfjob.api.types import Job, JobStatus
 from tfjob.core import conditions
@@ -40,6 +40,8 @@ class Pass:
     # waits for the scheduler to admit the group (Volcano).
     groups: list[dict[str, Any]] = field(default_factory=list)
     hold_pods: bool = False
+    # The objects besides pods and services the job owns, as observed (core/owned.py).
+    owned: list[OwnedObject] = field(default_factory=list)
 
     @classmethod
     def start(

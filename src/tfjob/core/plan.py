@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from tfjob.api.kinds import OwnedKind
 from tfjob.api.types import JobStatus
 from tfjob.core.conditions import is_finished
 
@@ -109,6 +110,36 @@ class DeleteGroup(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     name: str
 
 
+class _OwnedWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """An owned object (`OwnedKind`: an MPIJob's ConfigMap, a PyTorchJob's HPA) to
+    write whole."""
+
+    kind: OwnedKind
+    manifest: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
+class CreateOwned(_OwnedWrite, tag=True, frozen=True, kw_only=True):
+    """Create this object the job owns (a full manifest, labelled and owned by the
+    job). One that exists already and is the job's is taken over (labelled)."""
+
+
+class UpdateOwned(_OwnedWrite, tag=True, frozen=True, kw_only=True):
+    """Replace an owned object (a PUT) whose owned fields differ from the job's wish:
+    the object as observed, `resourceVersion` included, with those fields replaced,
+    so the API server refuses it (409) if it changed since it was read."""
+
+
+class DeleteOwned(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Delete an owned object the job no longer wants (a no-op if it is gone)."""
+
+    kind: OwnedKind
+    name: str
+
+
 Action = (
     CreatePod
     | DeletePod
@@ -118,6 +149,9 @@ Action = (
     | CreateGroup
     | UpdateGroup
     | DeleteGroup
+    | CreateOwned
+    | UpdateOwned
+    | DeleteOwned
 )
 
 

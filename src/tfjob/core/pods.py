@@ -36,11 +36,13 @@ def pods_of_type(pods: Iterable[Pod], replica_type: str) -> list[Pod]:
     return [p for p in pods if p.metadata.labels.get(c.LABEL_REPLICA_TYPE) == key]
 
 
-def slots(pods: Sequence[Pod], replicas: int) -> list[list[Pod]]:
-    """Pods grouped by replica index; `max(highest index + 1, replicas)` slots."""
+def slots(pods: Sequence[Pod], replicas: int, labelled: bool = True) -> list[list[Pod]]:
+    """Pods grouped by replica index; `max(highest index + 1, replicas)` slots.
+    `labelled`: the type's pods carry the replica-index label; without it (MPIJob's
+    Launcher, one pod) every pod is in slot 0."""
     indexed: list[tuple[int, Pod]] = []
     for pod in pods:
-        raw = pod.metadata.labels.get(c.LABEL_REPLICA_INDEX, "")
+        raw = pod.metadata.labels.get(c.LABEL_REPLICA_INDEX, "") if labelled else "0"
         if raw.isdigit():
             indexed.append((int(raw), pod))
     size = max([replicas, *(i + 1 for i, _ in indexed)])

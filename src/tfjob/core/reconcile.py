@@ -17,17 +17,17 @@ from typing import Any, TypeVar
 import msgspec
 
 from tfjob.api import constants as c
-from tfjob.api.names import object_name
-from tfjob.api.observed import Pod, Service
+from tfjob.api.observed import OwnedObject, Pod, Service
 from tfjob.api.timestamps import parse_rfc3339
 from tfjob.api.types import Job, ReplicaStatus
-from tfjob.core import conditions, gang
+from tfjob.core import conditions, gang, owned
 from tfjob.core import pods as podlib
 from tfjob.core.cleanup import cleanup_actions, suspend_actions
-from tfjob.core.objects import creation_events, desired_service
+from tfjob.core.objects import creation_events, desired_service, replica_selector
 from tfjob.core.pass_state import Pass
 from tfjob.core.plan import (
     CreateGroup,
+    CreateOwned,
     CreatePod,
     CreateService,
     DeleteGroup,
@@ -35,12 +35,13 @@ from tfjob.core.plan import (
     DeleteService,
     Plan,
     UpdateGroup,
+    UpdateOwned,
 )
 from tfjob.core.settings import Settings
 from tfjob.core.status import update_job_status
 from tfjob.frameworks.registry import framework_of
 
-_Obj = TypeVar("_Obj", Pod, Service)
+_Obj = TypeVar("_Obj", Pod, Service, OwnedObject)
 
 #: While Volcano has not admitted a job's PodGroup, look again this often (seconds).
 GROUP_RECHECK_SECONDS = 1.0
@@ -53,6 +54,7 @@ def reconcile(
     now: datetime,
     settings: Settings,
     groups: Sequence[dict[str, Any]] = (),
+    owned_objects: Sequence[OwnedObject] = (),
 ) -> Plan:
     """Decide what to do for `job` given the pods and services that exist now.
 
@@ -61,6 +63,8 @@ def reconcile(
     not this job is ignored, so orphans are never adopted. `now` is timezone-aware UTC.
     `groups` are the job's gang-scheduling group objects that exist (as read from the
     API), when gang scheduling is on (`settings.gang_scheduler_name`).
+    `owned_objects` are the other objects labelled for this job, of the kinds its kind
+    owns (`KindDeclaration.owned_kinds`; core/owned.py), like `pods` filtered by owner.
     """
     if _managed_elsewhere(job):
         return Plan(status=job.status)
@@ -72,6 +76,7 @@ def reconcile(
         framework.with_defaults(job), _owned(job, pods), _owned(job, services), now, settings
     )
     state.groups = list(groups)
+    state.owned = _owned(job, owned_objects)
     _ensure_created(state)
     if conditions.is_finished(state.status):
         _finish(state)
@@ -149,6 +154,7 @@ def _enforce_ttl(state: Pass) -> None:
 def _suspend(state: Pass) -> None:
     """Suspended: no pods, no services, Running=False, Suspended=True."""
     state.actions += suspend_actions(state)
+    state.actions += owned.suspend_actions(state)
     _delete_groups(state)
     state.status.replica_statuses = {
         rtype: msgspec.structs.replace(rs, active=0)
@@ -175,9 +181,11 @@ def _run(state: Pass) -> None:
         _finish(state)
         return
     _sync_groups(state)
+    state.actions += owned.sync_actions(state)
     for rtype in sorted(state.job.spec.replica_specs):
         _reconcile_pods(state, rtype)
-        _reconcile_services(state, rtype)
+        if state.framework.services:
+            _reconcile_services(state, rtype)
     if state.status.start_time is None:
         state.status.start_time = state.start_stamp
     update_job_status(state)
@@ -186,7 +194,9 @@ def _run(state: Pass) -> None:
         state.actions = [
             a
             for a in state.actions
-            if not isinstance(a, CreatePod | CreateService | CreateGroup | UpdateGroup)
+            if not isinstance(
+                a, CreatePod | CreateService | CreateGroup | UpdateGroup | CreateOwned | UpdateOwned
+            )
         ]
         _finish(state)
     else:
@@ -257,13 +267,18 @@ def _reconcile_pods(state: Pass, rtype: str) -> None:
     spec = state.job.spec.replica_specs[rtype]
     replicas = spec.replicas or 0
     counts = ReplicaStatus()
-    for index, group in enumerate(podlib.slots(podlib.pods_of_type(state.pods, rtype), replicas)):
+    framework = state.framework
+    if not framework.reconciles_replicas(state.job, rtype, state.pods):
+        state.status.replica_statuses[rtype] = counts
+        return
+    typed = podlib.pods_of_type(state.pods, rtype)
+    for index, group in enumerate(podlib.slots(typed, replicas, framework.indexed(rtype))):
         if not group and index < replicas and not state.hold_pods:
             state.actions.append(
                 CreatePod(
                     replica_type=rtype,
                     index=index,
-                    name=object_name(state.job.metadata.name, rtype, index),
+                    name=state.framework.pod_name(state.job.metadata.name, rtype, index),
                 )
             )
             state.events += creation_events(state.job, rtype)
@@ -272,6 +287,9 @@ def _reconcile_pods(state: Pass, rtype: str) -> None:
                 state.events.append(warning)
         elif len(group) == 1:
             _reconcile_pod(state, rtype, index, group[0], counts)
+    if state.framework.status_selector:
+        name, controller = state.job.metadata.name, state.framework.controller_name
+        counts.selector = replica_selector(name, rtype, controller)
     state.status.replica_statuses[rtype] = counts
 
 

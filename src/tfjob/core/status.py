@@ -42,12 +42,12 @@ def _running(state: Pass) -> None:
         c.RUNNING,
         "True",
         state.framework.reason("Running"),
-        f"{state.kind} {state.qualified_name} is running.",
+        state.framework.message("running", state.job),
     )
 
 
 def _succeeded(state: Pass) -> None:
-    message = f"{state.kind} {state.qualified_name} successfully completed."
+    message = state.framework.message("succeeded", state.job)
     if state.succeed(message):
         state.event("Normal", state.framework.reason("Succeeded"), message)
 
@@ -78,11 +78,10 @@ def _replica_failed(
         return
     if state.framework.tolerates_failure(state.job, rtype):
         return
-    message = (
-        f"{state.kind} {state.qualified_name} has failed because {counts.failed} {rtype} "
-        f"replica(s) failed. {_details(state, rtype)}"
-    ).rstrip()
-    reason = state.framework.reason("Failed")
+    failed = state.framework.message("failed", state.job, count=counts.failed, rtype=rtype)
+    message = f"{failed} {_details(state, rtype)}".rstrip()
+    pods = podlib.pods_of_type(state.pods, rtype)
+    reason = state.framework.failed_reason(state.job, rtype, pods)
     if state.fail(reason, message):
         state.event("Normal", reason, message)
 

@@ -18,11 +18,13 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from tfjob.api import constants as c
+from tfjob.api.containers import container_port
 from tfjob.api.defaults import default_replica_specs, default_run_policy
 from tfjob.api.errors import FieldError
 from tfjob.api.kinds import KindDeclaration
+from tfjob.api.names import replica_key
 from tfjob.api.observed import Pod
-from tfjob.api.types import Job, ReplicaStatus
+from tfjob.api.types import Job, ReplicaSpec, ReplicaStatus
 from tfjob.api.validation import check_job, check_replica_specs
 from tfjob.frameworks.settings import Settings
 
@@ -56,6 +58,8 @@ class Framework(KindDeclaration, Generic[J]):
     # inherits them from the runtime's own environment, where they would mislead it
     # (e.g. a RANK from the shell in a pod upstream gives no RANK).
     owned_env: tuple[str, ...] = ()
+    # What a pod takes from its template's metadata besides the labels.
+    template_metadata: tuple[str, ...] = ("annotations", "finalizers")
 
     # --- the job as the core sees it ------------------------------------------------
 
@@ -105,6 +109,19 @@ class Framework(KindDeclaration, Generic[J]):
     ) -> None:
         """Hook: add the kind's extra pod parts (e.g. an init container) in place."""
 
+    def local_files(self, job: J) -> dict[str, tuple[str, int]]:
+        """Hook: the files a local run provides in place of what a cluster mounts from
+        the job's own objects (MPIJob: a hostfile of this machine's slots and an rsh
+        agent that runs here), as name -> (content, mode). The local runtime writes
+        them to a folder of its own, named in `Settings.local_files_dir`."""
+        return {}
+
+    def replica_port(self, spec: ReplicaSpec) -> int:
+        """The replica's port: the one named `port_name` on the training container
+        (defaulting puts it there), else the kind's default."""
+        found = container_port(spec.template.get("spec"), self.container_name, self.port_name)
+        return self.port if found is None else found
+
     def has_master(self, job: J) -> bool:
         """Whether the job has one of the kind's master types (Chief, Master, ...)."""
         return any(t in self.master_types for t in job.spec.replica_specs)
@@ -115,7 +132,29 @@ class Framework(KindDeclaration, Generic[J]):
             return replica_type in self.master_types
         return replica_type == c.WORKER and index == 0
 
+    # --- objects besides pods and services -------------------------------------------
+
+    def owned_objects(
+        self, job: J, pods: Sequence[Pod], settings: Settings
+    ) -> list[dict[str, Any]]:
+        """Hook: the objects of the kind's `owned_kinds` a running, defaulted job wants
+        now (`pods`: its pods as observed), as full manifests with the job's
+        ownerReference (`api.owners.owner_reference`). The core adds the labels the
+        runtime watches them by and writes only each kind's owned fields
+        (core/owned.py)."""
+        return []
+
     # --- status ---------------------------------------------------------------------
+
+    def reconciles_replicas(self, job: J, replica_type: str, pods: Sequence[Pod]) -> bool:
+        """Hook: whether this type's pods are created, restarted and counted in this
+        pass (MPIJob: not its Workers once the Launcher has finished)."""
+        return True
+
+    def failed_reason(self, job: J, replica_type: str, pods: Sequence[Pod]) -> str:
+        """Hook: the Failed condition's reason when this type's replicas (`pods`)
+        failed: `<Kind>Failed` (MPIJob: `MPIJobEvicted` for an evicted pod)."""
+        return self.reason("Failed")
 
     def workers_succeeded(self, job: J, counts: ReplicaStatus, pods: Sequence[Pod]) -> bool:
         """Hook: without a master, whether the Workers' counts and pods mean success.
@@ -125,3 +164,38 @@ class Framework(KindDeclaration, Generic[J]):
     def tolerates_failure(self, job: J, replica_type: str) -> bool:
         """Hook: whether a failed replica of this type leaves the job running."""
         return False
+
+    #: The conditions' messages by outcome ("running", "succeeded", "failed"), as
+    #: upstream words them for the kind; formatted with kind, name, namespace and, for
+    #: "failed", count and rtype. `master_messages` replace some when the job has a
+    #: master type. These are the words upstream's v1 kinds share; TFJob has its own.
+    messages: dict[str, str] = {
+        "running": "{kind} {namespace}/{name} is running.",
+        "succeeded": "{kind} {namespace}/{name} successfully completed.",
+        "failed": "{kind} {name} is failed because {count} {rtype} replica(s) failed.",
+    }
+    master_messages: dict[str, str] = {
+        "running": "{kind} {name} is running.",
+        "succeeded": "{kind} {name} is successfully completed.",
+    }
+    #: Whether each replica type's status carries `selector` (its pods' label selector,
+    #: the scale subresource's labelSelectorPath): the kinds with a scale subresource.
+    status_selector: bool = False
+
+    def message(self, outcome: str, job: J, **values: object) -> str:
+        """The condition message of `outcome` for `job`, in the kind's words."""
+        texts = self.master_messages if self.has_master(job) else {}
+        template = texts.get(outcome) or self.messages[outcome]
+        meta = job.metadata
+        return template.format(kind=self.kind, name=meta.name, namespace=meta.namespace, **values)
+
+
+def local_endpoint(settings: Settings, replica_type: str, index: int = 0) -> tuple[str, str] | None:
+    """(host, port) of one replica in the local runtime's addresses, if any
+    (`Settings.local_addresses`: on one machine a replica is reached at 127.0.0.1 and
+    the port the runtime chose for it, not at its service name and its own port)."""
+    chosen = (settings.local_addresses or {}).get(replica_key(replica_type)) or []
+    if len(chosen) <= index:
+        return None
+    host, port = chosen[index].rsplit(":", 1)
+    return host, port

@@ -23,7 +23,44 @@ from tfjob.frameworks.registry import FRAMEWORKS, framework_of
 
 J = TypeVar("J", bound=Job)
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+# The context of the ConstructorError the strict loader raises for a key given twice.
+_DUPLICATE = "while constructing a mapping with a key given twice"
+
+
+class _StrictLoader(_BASE_LOADER):  # type: ignore[valid-type,misc]
+    """YAML as the API server decodes a YAML body under strict field validation: a
+    key given twice in one mapping is an error (plain PyYAML keeps the last value;
+    kubectl, which sends JSON, does too, so one of the two is silently lost)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue
+            key = self.construct_object(key_node, deep=True)
+            first = seen.setdefault(key, key_node) if _hashable(key) else key_node
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    _DUPLICATE,
+                    None,
+                    f'key "{key}" already set in map (first at line {first.start_mark.line + 1})',
+                    key_node.start_mark,
+                )
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+def _hashable(key: Any) -> bool:
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
 
 # Fields that tf-operator v1.0 read from `spec` and that later versions silently ignore
 # there (upstream issue #1241): rejecting them beats ignoring them.
@@ -38,15 +75,26 @@ _MOVED_TO_RUN_POLICY = (
 def parse_documents(text: str, source: str) -> list[dict[str, Any]]:
     """The non-empty documents of a YAML/JSON text, each a mapping."""
     try:
-        documents = [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
-    except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        problem = getattr(error, "problem", None) or str(error)
+        documents = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
+    except yaml.constructor.ConstructorError as error:
+        if error.context != _DUPLICATE:
+            raise _not_yaml(error, source) from None
+        where = error.problem_mark
+        at = f"line {where.line + 1}: " if where else ""
         raise InvalidJob(
             source,
-            [FieldError("(file)", f"not valid YAML or JSON{at}: {problem}", "fix the syntax")],
+            [
+                FieldError(
+                    "(file)",
+                    f"{at}{error.problem} (the API server refuses a YAML body with a key"
+                    " twice; kubectl silently keeps the last)",
+                    "keep one of them",
+                )
+            ],
+            kind=_kind_named(text),
         ) from None
+    except yaml.YAMLError as error:
+        raise _not_yaml(error, source) from None
     if not documents:
         raise InvalidJob(source, [FieldError("(file)", "contains no TFJob", "add a TFJob")])
     not_mappings = [i for i, d in enumerate(documents) if not isinstance(d, dict)]
@@ -63,6 +111,29 @@ def parse_documents(text: str, source: str) -> list[dict[str, Any]]:
             ],
         )
     return documents
+
+
+def _not_yaml(error: yaml.YAMLError, source: str) -> InvalidJob:
+    where = getattr(error, "problem_mark", None)
+    at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+    problem = getattr(error, "problem", None) or str(error)
+    return InvalidJob(
+        source,
+        [FieldError("(file)", f"not valid YAML or JSON{at}: {problem}", "fix the syntax")],
+    )
+
+
+def _kind_named(text: str) -> str:
+    """For a report on a file the strict loader refused: the one kind its documents
+    name, read leniently, else TFJob."""
+    try:
+        kinds = {
+            d.get("kind") for d in yaml.load_all(text, Loader=_BASE_LOADER) if isinstance(d, dict)
+        }
+    except yaml.YAMLError:
+        return c.KIND
+    named = kinds & set(FRAMEWORKS)
+    return str(named.pop()) if len(named) == 1 else c.KIND
 
 
 def load_jobs(
@@ -136,6 +207,7 @@ def _decode(
     framework = FRAMEWORKS[document["kind"]]
     spec = document.get("spec")
     if isinstance(spec, dict):
+        own = {f.encode_name for f in msgspec.structs.fields(type(framework.job_type().spec))}
         errors += [
             FieldError(
                 f"spec.{name}",
@@ -143,7 +215,7 @@ def _decode(
                 f"move it to spec.runPolicy.{name}",
             )
             for name in _MOVED_TO_RUN_POLICY
-            if name in spec
+            if name in spec and name not in own  # (MPIJob still has cleanPodPolicy)
         ]
     field = framework.spec_field
     specs = spec.get(field) if isinstance(spec, dict) else None

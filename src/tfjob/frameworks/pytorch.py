@@ -21,6 +21,11 @@
   local address and PET_RDZV_ENDPOINT Worker 0's, in place of service names.
 - Workers of a job with a Master get the init container `init-pytorch`, which waits
   until the Master's name resolves (image and tries: `Settings`).
+- With `elasticPolicy.metrics` the job owns a HorizontalPodAutoscaler (autoscaling/v2,
+  named `<job>`, scaling the job's Worker scale subresource between minReplicas and
+  maxReplicas by those metrics); its spec is kept as the job says, it is deleted
+  while the job is suspended and (beyond upstream, which leaves it scaling) once the
+  metrics are removed.
 - Succeeded: the Master succeeded; with no Master, every Worker succeeded, or with an
   elasticPolicy any Worker did. A failure is handled as for every kind.
 - Validation: a container named `pytorch` in every replica, only Master and Worker, a
@@ -43,13 +48,14 @@ import msgspec
 
 from tfjob.api import constants as c
 from tfjob.api import schema_rules
-from tfjob.api.containers import container_port
 from tfjob.api.errors import FieldError
+from tfjob.api.kinds import OwnedKind
 from tfjob.api.names import object_name, replica_key
 from tfjob.api.observed import Pod
+from tfjob.api.owners import owner_reference
 from tfjob.api.types import Job, JobSpec, ReplicaSpec, ReplicaStatus
 from tfjob.api.wire import Wire
-from tfjob.frameworks.framework import EnvVar, Framework, PodEnv
+from tfjob.frameworks.framework import EnvVar, Framework, PodEnv, local_endpoint
 from tfjob.frameworks.settings import Settings
 
 MASTER = c.MASTER
@@ -59,6 +65,16 @@ NPROC_PER_NODE_WORDS = ("auto", "cpu", "gpu")
 DEFAULT_RDZV_BACKEND = "c10d"
 RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2")
 INIT_CONTAINER_NAME = "init-pytorch"
+
+HPAS = OwnedKind(
+    group="autoscaling",
+    version="v2",
+    kind="HorizontalPodAutoscaler",
+    plural="horizontalpodautoscalers",
+    owned_fields=("spec",),
+    prune=True,
+    deleted_when_suspended=True,
+)
 
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")  # what Go's strconv.Atoi accepts
 
@@ -115,9 +131,11 @@ class PyTorch(Framework[PyTorchJob]):
     port_name = "pytorchjob-port"
     port = 23456
     default_restart_policy = "OnFailure"
+    status_selector = True  # the scale subresource's labelSelectorPath
     controller_name = "pytorchjob-controller"
     env_on_every_container = True
     owned_env = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_*")
+    owned_kinds = (HPAS,)
 
     def default_spec(self, spec: PyTorchJobSpec) -> PyTorchJobSpec:
         elastic = spec.elastic_policy
@@ -193,7 +211,7 @@ class PyTorch(Framework[PyTorchJob]):
         )
 
     def pod_env(self, job: PyTorchJob, settings: Settings) -> PodEnv:
-        return _PyTorchEnv(job, self, settings.local_addresses)
+        return _PyTorchEnv(job, self, settings)
 
     def decorate_pod_spec(
         self,
@@ -214,6 +232,36 @@ class PyTorch(Framework[PyTorchJob]):
                 settings.pytorch_init_container_image,
                 settings.pytorch_init_container_max_tries,
             ),
+        ]
+
+    def owned_objects(
+        self, job: PyTorchJob, pods: Sequence[Pod], settings: Settings
+    ) -> list[dict[str, Any]]:
+        """The HorizontalPodAutoscaler of a job with elasticPolicy.metrics, as
+        upstream's hpa.go makes it (no labels of its own)."""
+        elastic = job.spec.elastic_policy
+        if elastic is None or elastic.metrics is None:
+            return []
+        meta = job.metadata
+        spec: dict[str, Any] = {
+            "scaleTargetRef": {"kind": self.kind, "name": meta.name, "apiVersion": self.api_version}
+        }
+        if elastic.min_replicas is not None:
+            spec["minReplicas"] = elastic.min_replicas
+        spec["maxReplicas"] = elastic.max_replicas
+        if elastic.metrics:
+            spec["metrics"] = elastic.metrics
+        return [
+            {
+                "apiVersion": HPAS.api_version,
+                "kind": HPAS.kind,
+                "metadata": {
+                    "name": meta.name,
+                    "namespace": meta.namespace,
+                    "ownerReferences": [owner_reference(job, self)],
+                },
+                "spec": spec,
+            }
         ]
 
     def workers_succeeded(
@@ -273,7 +321,7 @@ class _PyTorchEnv(PodEnv):
     """The env of one defaulted PyTorchJob's replicas: everything but the rank is the
     same for every pod, so it is computed once."""
 
-    def __init__(self, job: PyTorchJob, kind: PyTorch, local: dict[str, list[str]] | None) -> None:
+    def __init__(self, job: PyTorchJob, kind: PyTorch, settings: Settings) -> None:
         spec = job.spec
         specs = spec.pytorch_replica_specs
         total = sum(s.replicas or 0 for s in specs.values())
@@ -282,9 +330,9 @@ class _PyTorchEnv(PodEnv):
         self._master: list[tuple[str, str]] = []
         self._world_size = str(total * nproc_count(spec.nproc_per_node))
         if self._has_master:
-            address, port = _local_endpoint(local, MASTER) or (
+            address, port = local_endpoint(settings, MASTER) or (
                 object_name(name, MASTER, 0),
-                str(_port(specs[MASTER], kind)),
+                str(kind.replica_port(specs[MASTER])),
             )
             self._master = [
                 ("MASTER_PORT", port),
@@ -299,7 +347,7 @@ class _PyTorchEnv(PodEnv):
         if elastic is None:
             tail.append(("PET_NNODES", str(total)))
         else:
-            rdzv = _local_endpoint(local, WORKER)
+            rdzv = local_endpoint(settings, WORKER)
             tail += _elastic_env(name, elastic, specs.get(WORKER), kind, rdzv)
         self._tail = tail
 
@@ -317,17 +365,6 @@ class _PyTorchEnv(PodEnv):
         return [{"name": name, "value": value} for name, value in [*env, *self._tail]]
 
 
-def _local_endpoint(local: dict[str, list[str]] | None, rtype: str) -> tuple[str, str] | None:
-    """(host, port) of the type's replica 0 in the local runtime's addresses, if any
-    (`Settings.local_addresses`: on one machine a replica is reached at 127.0.0.1 and
-    the port the runtime chose for it, not at its service name and its own port)."""
-    chosen = (local or {}).get(replica_key(rtype)) or []
-    if not chosen:
-        return None
-    host, port = chosen[0].rsplit(":", 1)
-    return host, port
-
-
 def _elastic_env(
     job_name: str,
     elastic: ElasticPolicy,
@@ -343,7 +380,7 @@ def _elastic_env(
         host = object_name(job_name, WORKER, 0)
     port = elastic.rdzv_port
     if port is None and worker is not None:
-        port = _port(worker, kind)
+        port = kind.replica_port(worker)
     endpoint = ":".join(local) if local is not None else f"{host}:{port}"
     env = [
         ("PET_RDZV_ENDPOINT", endpoint),
@@ -366,9 +403,3 @@ def _elastic_env(
     if elastic.standalone:
         env.append(("PET_STANDALONE", ""))
     return env
-
-
-def _port(spec: ReplicaSpec, kind: PyTorch) -> int:
-    """The replica's `pytorchjob-port` (defaulting put one on its `pytorch` container)."""
-    found = container_port(spec.template.get("spec"), kind.container_name, kind.port_name)
-    return kind.port if found is None else found

@@ -11,12 +11,18 @@ from typing import Any, TypeVar
 from tfjob.api.errors import FieldError
 from tfjob.api.types import Job
 from tfjob.frameworks.framework import Framework
+from tfjob.frameworks.jax import JAX
+from tfjob.frameworks.mpi import MPI
+from tfjob.frameworks.paddle import PADDLE
 from tfjob.frameworks.pytorch import PYTORCH
 from tfjob.frameworks.tensorflow import TENSORFLOW
+from tfjob.frameworks.xgboost import XGBOOST
 
 J = TypeVar("J", bound=Job)
 
-FRAMEWORKS: dict[str, Framework[Any]] = {fw.kind: fw for fw in (TENSORFLOW, PYTORCH)}
+FRAMEWORKS: dict[str, Framework[Any]] = {
+    fw.kind: fw for fw in (TENSORFLOW, PYTORCH, JAX, XGBOOST, PADDLE, MPI)
+}
 _BY_TYPE: dict[type[Job], Framework[Any]] = {fw.job_type: fw for fw in FRAMEWORKS.values()}
 
 

@@ -18,6 +18,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # type, in index order (e.g. {"worker": ["127.0.0.1:40123", ...]}). When set,
     # TF_CONFIG uses these instead of service DNS names.
     local_addresses: dict[str, list[str]] | None = None
+    # Local runtime: the folder where it wrote the kind's `Framework.local_files` (the
+    # files a cluster mounts from the job's own objects, such as MPIJob's hostfile),
+    # which the pods' env then names; None on a cluster.
+    local_files_dir: str | None = None
+    # Local runtime: whether it runs as root (MPIJob's launcher is then allowed to
+    # run `mpirun` as root, as a container's root user is on a cluster).
+    local_as_root: bool = False
     # Whether every container must name an image. The local runtime runs commands,
     # not images, so it turns this off; on Kubernetes an image is required.
     require_image: bool = True
@@ -30,3 +37,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # --pytorch-init-container-max-tries, with their defaults).
     pytorch_init_container_image: str = "alpine:3.10"
     pytorch_init_container_max_tries: int = 100
+    # MPIJob: the launcher's `kubectl-delivery` init container image (upstream's
+    # --mpi-kubectl-delivery-image, with its default).
+    mpi_kubectl_delivery_image: str = "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"

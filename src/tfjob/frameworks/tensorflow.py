@@ -51,6 +51,13 @@ class TensorFlow(Framework[TFJob]):
     port = c.DEFAULT_PORT
     default_restart_policy = c.DEFAULT_RESTART_POLICY
     controller_name = c.CONTROLLER_NAME
+    framework_name = "tensorflow"
+    messages = {
+        "running": "{kind} {namespace}/{name} is running.",
+        "succeeded": "{kind} {namespace}/{name} successfully completed.",
+        "failed": "{kind} {namespace}/{name} has failed because {count} {rtype} replica(s) failed.",
+    }
+    master_messages: dict[str, str] = {}  # a Chief's or Master's job: the same words
     owned_env = ("TF_CONFIG",)
 
     def default_spec(self, spec: TFJobSpec) -> TFJobSpec:

@@ -15,11 +15,11 @@ import click
 COMMANDS = {
     "run": ("run_command", "Run a TFJob on this machine, one process group per replica."),
     "render": ("render_command", "Print the pods and services the operator would create."),
-    "submit": ("submit_command", "Create a TFJob on the cluster; --follow shows it as run does."),
-    "get": ("get_command", "Show TFJobs on the cluster, or one with replicas and events."),
-    "logs": ("logs_command", "Print or follow the output of a TFJob's replicas."),
-    "wait": ("wait_command", "Wait until a TFJob on the cluster finishes."),
-    "delete": ("delete_command", "Delete a TFJob from the cluster."),
+    "submit": ("submit_command", "Create jobs on the cluster; --follow shows one as run does."),
+    "get": ("get_command", "Show jobs of every kind on the cluster, or one in full."),
+    "logs": ("logs_command", "Print or follow the output of a job's replicas."),
+    "wait": ("wait_command", "Wait until a job on the cluster finishes."),
+    "delete": ("delete_command", "Delete a job from the cluster."),
     "operator": ("operator_command", "Run the Kubernetes operator (the TFJob controller)."),
 }
 

@@ -1,10 +1,12 @@
 """What every cluster command shares: which cluster and namespace (kubectl's flags),
-the connection, durations as kubectl writes them, and one-line errors.
+the connection, a job as the user names it (`NAME`, `KIND NAME`, `KIND/NAME`),
+durations as kubectl writes them, and one-line errors.
 
 Exit statuses, the same for every cluster command: 0 done (or Succeeded), 1 the job
-Failed (or was deleted while followed), 2 bad input (a file, a refusal, an unknown job
-or replica), 3 the cluster cannot be used (unreachable, no TFJob CRD, bad kubeconfig,
-forbidden), 124 `--timeout` passed, 130 Ctrl-C.
+Failed (or was deleted while followed), 2 bad input (a file, a refusal, an unknown or
+ambiguous job, an unknown kind or replica), 3 the cluster cannot be used (unreachable,
+the kind's CRD not installed, bad kubeconfig, forbidden), 124 `--timeout` passed,
+130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import IO, Any, TypeVar
 import click
 import msgspec
 
+from tfjob.api.kinds import KindDeclaration
 from tfjob.api.timestamps import parse_rfc3339
 from tfjob.api.types import JobCondition
 from tfjob.interfaces.job_files import BadInput
@@ -27,7 +30,15 @@ from tfjob.interfaces.outcome import EXIT_FAILED, exit_status
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.credentials import Connection, CredentialsError, connection
 from tfjob.runtimes.kubernetes.follow import JobDeleted
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, NoTFJobApi, Object
+from tfjob.runtimes.kubernetes.jobs_api import (
+    AmbiguousJob,
+    JobsApi,
+    NoJobApi,
+    NoSuchJob,
+    Object,
+    kind_named,
+    known_kinds,
+)
 
 EXIT_CLUSTER = 3
 EXIT_TIMEOUT = 124
@@ -110,9 +121,9 @@ def on_cluster(
         return asyncio.run(_with_api(conn, chosen, body))
     except JobDeleted as error:
         raise JobEnded(str(error)) from None
-    except NoSuchJob as error:
+    except (NoSuchJob, AmbiguousJob) as error:
         raise BadInput(str(error)) from None
-    except NoTFJobApi as error:
+    except NoJobApi as error:
         raise ClusterProblem(str(error)) from None
     except TransportError as error:
         raise ClusterProblem(f"cannot reach the cluster at {conn.server}: {error}") from None
@@ -128,6 +139,46 @@ async def _with_api(conn: Connection, namespace: str, body: Callable[[JobsApi], 
         return await body(JobsApi(client, namespace))
     finally:
         await client.close()
+
+
+# -- a job as the user names it -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job as named on the command line; no kind: whichever kind holds the name."""
+
+    name: str
+    kind: KindDeclaration | None = None
+
+
+def job_ref(words: tuple[str, ...]) -> JobRef:
+    """`NAME`, `KIND NAME` or `KIND/NAME`, as kubectl takes them (`pytorchjob/train`,
+    `pytorchjobs train`); BadInput otherwise."""
+    if len(words) == 1 and "/" in words[0]:
+        kind, _, name = words[0].partition("/")
+        return JobRef(_name(name), parse_kind(kind))
+    if len(words) == 1:
+        return JobRef(_name(words[0]))
+    if len(words) == 2:
+        return JobRef(_name(words[1]), parse_kind(words[0]))
+    raise BadInput(f"{' '.join(words)}: name one job, as NAME, KIND NAME or KIND/NAME")
+
+
+def parse_kind(text: str) -> KindDeclaration:
+    """A kind as kubectl takes a resource type (`pytorchjob`, `pytorchjobs`,
+    `PyTorchJob`, `pytorchjobs.kubeflow.org`); BadInput naming the known ones."""
+    kind = kind_named(text)
+    if kind is None:
+        known = ", ".join(k.kind.lower() for k in known_kinds())
+        raise BadInput(f"{text!r} is not a kind of job: write one of {known} (or its plural)")
+    return kind
+
+
+def _name(text: str) -> str:
+    if not text or "/" in text:
+        raise BadInput(f"{text!r} is not a job name: write NAME, KIND NAME or KIND/NAME")
+    return text
 
 
 def outcome(job: Object) -> int:

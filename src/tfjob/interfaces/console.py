@@ -37,7 +37,8 @@ class RunConsole:
     """A RunObserver that writes to a stream (stdout, or stderr with --output); the live
     view, if asked for, is shown only when that stream is a terminal."""
 
-    def __init__(self, stream: IO[str], job_name: str, *, live_view: bool) -> None:
+    def __init__(self, stream: IO[str], title: str, *, live_view: bool) -> None:
+        """`title`: the live view's, the job's kind and name (`PyTorchJob train`)."""
         self._stream = stream
         self._colours: dict[str, str] = {}
         self._rich: Console | None = None
@@ -48,7 +49,7 @@ class RunConsole:
             from tfjob.interfaces.live_view import LiveView
 
             self._rich = Console(file=stream, soft_wrap=True, highlight=False)
-            self._view = LiveView(self._rich, job_name) if live_view else None
+            self._view = LiveView(self._rich, title) if live_view else None
 
     def __enter__(self) -> RunConsole:
         if self._view is not None:

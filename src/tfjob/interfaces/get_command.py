@@ -1,5 +1,6 @@
-"""`tfjob get [NAME] [-w] [-o wide|yaml|json]`: TFJobs on the cluster, as a person
-reads them (state, replicas, restarts, age) or as the API holds them."""
+"""`tfjob get [KIND] [NAME] [-w] [-o wide|yaml|json]`: jobs of every kind on the
+cluster, as a person reads them (kind, state, replicas, restarts, age) or as the API
+holds them."""
 
 from __future__ import annotations
 
@@ -13,17 +14,29 @@ import click
 import msgspec
 import yaml
 
+from tfjob.api.kinds import KindDeclaration
 from tfjob.interfaces.cluster import (
     EXIT_INTERRUPTED,
+    JobRef,
     Target,
     age,
     cluster_options,
+    job_ref,
     on_cluster,
+    parse_kind,
 )
 from tfjob.runtimes.kubernetes.follow import POLL_INTERVAL, owned_by, replica_view, state
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, Object, event_time
+from tfjob.runtimes.kubernetes.jobs_api import (
+    JobsApi,
+    Object,
+    event_time,
+    kind_named,
+    kind_of,
+    replicas_asked,
+)
 
-_COLUMNS = ("NAME", "STATE", "READY", "SUCCEEDED", "FAILED", "RESTARTS", "AGE")
+_COLUMNS = ("NAME", "KIND", "STATE", "READY", "SUCCEEDED", "FAILED", "RESTARTS", "AGE")
+_AGE = _COLUMNS.index("AGE")
 _WIDE = ("REPLICAS", "REASON")
 RECENT_EVENTS = 10
 
@@ -36,46 +49,80 @@ class _Look:
     pods: list[Object]
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What to show: one job (`job`), or every job, of one kind (`kind`) or of all."""
+
+    job: JobRef | None = None
+    kind: KindDeclaration | None = None
+
+    @property
+    def name(self) -> str | None:
+        return self.job.name if self.job else None
+
+
 @click.command(name="get")
-@click.argument("name", required=False)
+@click.argument("words", nargs=-1, metavar="[KIND] [NAME]")
 @click.option("--watch", "-w", is_flag=True, help="After the first listing, print each change.")
 @click.option("--output", "-o", type=click.Choice(["wide", "yaml", "json"]), help="Output format.")
 @cluster_options
-def command(name: str | None, watch: bool, output: str | None, target: Target) -> None:
-    """Show the TFJobs in the namespace, or one of them.
+def command(words: tuple[str, ...], watch: bool, output: str | None, target: Target) -> None:
+    """Show the jobs in the namespace, of every kind the cluster serves, or one job.
 
     \b
-    Without NAME: one line per job - state, pods ready (of the replicas asked for),
-    replicas succeeded and failed, restarts, age (-o wide: the replica types and the
-    latest condition's reason). With NAME: the job, the table of its replicas that
-    `tfjob run` shows, and its recent events. -o yaml|json prints the TFJob object(s)
-    as kubectl does. -w prints a line (or object) again whenever it changes; Ctrl-C
-    ends it.
+    tfjob get                    every job: TFJobs, PyTorchJobs, ...
+    tfjob get pytorchjobs        one kind's (KIND as kubectl takes it: pytorchjob,
+                                 pytorchjobs, PyTorchJob, pytorchjobs.kubeflow.org)
+    tfjob get NAME               one job, whatever its kind
+    tfjob get pytorchjob NAME    (or pytorchjob/NAME) when several kinds have NAME
 
     \b
-    Exit status: 0, 2 unknown job, 3 cluster unusable, 130 Ctrl-C during -w.
+    A listing has one line per job - kind, state, pods ready (of the replicas asked
+    for), replicas succeeded and failed, restarts, age (-o wide: the replica types and
+    the latest condition's reason); kinds whose CRD is not installed are left out.
+    One job: the job, the table of its replicas that `tfjob run` shows, and its recent
+    events. -o yaml|json prints the object(s) as kubectl does. -w prints a line (or
+    object) again whenever it changes; Ctrl-C ends it.
+
+    \b
+    Exit status: 0, 2 unknown job or kind, 3 cluster unusable (or the kind asked for
+    not installed), 130 Ctrl-C during -w.
     """
+    asked = _asked(words)
     try:
-        on_cluster(target, lambda api: _show(api, name, watch, output))
+        on_cluster(target, lambda api: _show(api, asked, watch, output))
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
 
 
-async def _show(api: JobsApi, name: str | None, watch: bool, output: str | None) -> None:
-    look = await _look(api, name)
+def _asked(words: tuple[str, ...]) -> _Asked:
+    """A lone word is a kind when it names one (`tfjob get pytorchjobs`), else a job's
+    name; `pytorchjob/NAME` and `pytorchjob NAME` name both."""
+    if not words:
+        return _Asked()
+    if len(words) == 1 and "/" not in words[0] and kind_named(words[0]) is not None:
+        return _Asked(kind=parse_kind(words[0]))
+    return _Asked(job=job_ref(words))
+
+
+async def _show(api: JobsApi, asked: _Asked, watch: bool, output: str | None) -> None:
+    look = await _look(api, asked)
+    if asked.job is not None:  # -w looks again at the job found, not for the name anew
+        asked = _Asked(job=JobRef(asked.job.name, kind_of(look.jobs[0])))
     if watch:
-        await _watch(api, name, output, look)
-    elif name and output is None:
+        await _watch(api, asked, output, look)
+    elif asked.job and output is None:
         click.echo(await _describe(api, look))
     elif output in ("yaml", "json"):
-        click.echo(_objects(look.jobs, name, output))
+        click.echo(_objects(look.jobs, asked.name, output))
     elif look.jobs:
         click.echo(_layout(_rows(look, wide=output == "wide")))
     else:
-        click.echo(f"No TFJobs in namespace {api.namespace}.", err=True)
+        kinds = f"{asked.kind.kind}s" if asked.kind else "jobs"
+        click.echo(f"No {kinds} in namespace {api.namespace}.", err=True)
 
 
-async def _watch(api: JobsApi, name: str | None, output: str | None, look: _Look) -> None:
+async def _watch(api: JobsApi, asked: _Asked, output: str | None, look: _Look) -> None:
     """As kubectl -w: every job once (a table, or one object each), then each change."""
     as_objects = output in ("yaml", "json")
     rows = _rows(look, wide=output == "wide")
@@ -98,12 +145,14 @@ async def _watch(api: JobsApi, name: str | None, output: str | None, look: _Look
             click.echo(separator + _objects([job], job["metadata"]["name"], str(output)))
             printed += 1
         await asyncio.sleep(POLL_INTERVAL)
-        look = await _look(api, name)
+        look = await _look(api, asked)
 
 
-async def _look(api: JobsApi, name: str | None) -> _Look:
-    jobs = [await api.get(name)] if name else await api.list_jobs()
-    return _Look(jobs, await api.pods(name))
+async def _look(api: JobsApi, asked: _Asked) -> _Look:
+    if asked.job is None:
+        return _Look(await api.list_jobs(asked.kind), await api.pods())
+    job = await api.find(asked.job.name, asked.job.kind)
+    return _Look([job], await api.pods(kind_of(job), asked.job.name))
 
 
 def _change(job: Object, pods: list[Object], output: str | None) -> tuple[str, ...]:
@@ -112,7 +161,7 @@ def _change(job: Object, pods: list[Object], output: str | None) -> tuple[str, .
     if output in ("yaml", "json"):
         return (str(job["metadata"].get("resourceVersion", "")),)
     row = _row(job, pods, wide=True)
-    return (*row[:6], *row[7:])
+    return (*row[:_AGE], *row[_AGE + 1 :])
 
 
 def _key(job: Object) -> str:
@@ -128,17 +177,17 @@ def _rows(look: _Look, *, wide: bool) -> list[tuple[str, ...]]:
 
 
 def _row(job: Object, pods: list[Object], wide: bool) -> tuple[str, ...]:
-    metadata, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
-    specs = spec.get("tfReplicaSpecs") or {}
+    metadata, status = job["metadata"], job.get("status") or {}
+    asked = replicas_asked(job)
     mine = [p for p in pods if owned_by(p, job)]
-    wanted = sum(int((s or {}).get("replicas", 1)) for s in specs.values())
     ready = sum(1 for p in mine if _ready(p))
     counts = (status.get("replicaStatuses") or {}).values()
     restarts = int(status.get("restartCount", 0)) + sum(replica_view(p).restarts for p in mine)
     row = (
         str(metadata["name"]),
+        str(job["kind"]),
         state(job) or "Created",
-        f"{ready}/{wanted}",
+        f"{ready}/{sum(asked.values())}" if asked else f"{ready}/?",
         str(sum(int(r.get("succeeded", 0)) for r in counts)),
         str(sum(int(r.get("failed", 0)) for r in counts)),
         str(restarts),
@@ -146,7 +195,7 @@ def _row(job: Object, pods: list[Object], wide: bool) -> tuple[str, ...]:
     )
     if not wide:
         return row
-    types = ",".join(f"{t}:{(s or {}).get('replicas', 1)}" for t, s in specs.items())
+    types = ",".join(f"{t}:{count}" for t, count in asked.items())
     conditions = status.get("conditions") or []
     return (*row, types or "-", str(conditions[-1].get("reason", "")) if conditions else "-")
 
@@ -183,16 +232,17 @@ async def _describe(api: JobsApi, look: _Look) -> str:
     latest = conditions[-1] if conditions else {}
     why = ": ".join(x for x in (latest.get("reason"), latest.get("message")) if x)
     views = [replica_view(p) for p in look.pods if owned_by(p, job)]
-    table = replica_table(metadata["name"], state(job), views, now).plain
+    table = replica_table(f"{job['kind']} {metadata['name']}", state(job), views, now).plain
     lines = [
         f"Name:       {metadata['name']}",
+        f"Kind:       {job['kind']}",
         f"Namespace:  {metadata.get('namespace', '')}",
         f"State:      {state(job) or 'Created'}" + (f" ({why})" if why else ""),
         f"Age:        {age(metadata.get('creationTimestamp'), now)}",
         "",
         table,
         "",
-        _events(await api.events("TFJob", metadata["name"]), job, now),
+        _events(await api.events(kind_of(job), metadata["name"]), job, now),
     ]
     return "\n".join(lines)
 
@@ -218,7 +268,7 @@ def _events(events: list[Object], job: Object, now: datetime) -> str:
 
 
 def _objects(jobs: list[Object], name: str | None, output: str) -> str:
-    """One TFJob as kubectl prints it (managedFields left out), or a List of them."""
+    """One job as kubectl prints it (managedFields left out), or a List of them."""
     shown = [_without_managed_fields(j) for j in jobs]
     data: Any = shown[0] if name else {"apiVersion": "v1", "kind": "List", "items": shown}
     if output == "json":

@@ -1,4 +1,4 @@
-"""Reading job files (TFJob, PyTorchJob) for the command line, with every problem reported at once.
+"""Reading job files (every kind) for the command line, with every problem reported at once.
 
 Bad input ends the command with exit status 2 and one message that names each field,
 what is wrong with it and how to fix it, before anything is started.
@@ -46,7 +46,7 @@ def read_jobs(
         raise BadInput(str(error)) from None
 
 
-def invalid(source: str, errors: list[FieldError]) -> BadInput:
+def invalid(source: str, errors: list[FieldError], kind: str = "TFJob") -> BadInput:
     """BadInput for problems found outside tfjob.api (e.g. the local pre-flight check),
     worded as validation errors are."""
-    return BadInput(str(InvalidJob(source, errors)))
+    return BadInput(str(InvalidJob(source, errors, kind=kind)))

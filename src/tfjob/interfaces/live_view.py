@@ -29,8 +29,8 @@ _PHASE_STYLE = {
 class LiveView:
     """A table of the replicas at the bottom of the terminal, below their output."""
 
-    def __init__(self, console: Console, job_name: str) -> None:
-        self._job_name = job_name
+    def __init__(self, console: Console, title: str) -> None:
+        self._title = title
         self._state = ""
         self._replicas: list[ReplicaView] = []
         self._live = Live(
@@ -53,10 +53,10 @@ class LiveView:
         self._live.refresh()
 
     def _table(self) -> Text:
-        return replica_table(self._job_name, self._state, self._replicas, datetime.now(UTC))
+        return replica_table(self._title, self._state, self._replicas, datetime.now(UTC))
 
 
-def replica_table(job_name: str, state: str, replicas: list[ReplicaView], now: datetime) -> Text:
+def replica_table(title: str, state: str, replicas: list[ReplicaView], now: datetime) -> Text:
     """The table as styled text laid out by hand, like `kubectl get pods`: a rich
     Table costs about ten times as much to draw, every second."""
     rows = [
@@ -70,7 +70,7 @@ def replica_table(job_name: str, state: str, replicas: list[ReplicaView], now: d
         for view in sorted(replicas, key=lambda v: v.pod_name)
     ]
     widths = [max(len(row[i]) for row in [_HEADER, *rows]) for i in range(len(_HEADER))]
-    title = f"TFJob {job_name}" + (f": {state}" if state else "")
+    title += f": {state}" if state else ""
     text = Text()
     text.append(title + "\n", style="bold")
     for number, row in enumerate([_HEADER, *rows]):

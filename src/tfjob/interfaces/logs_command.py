@@ -1,4 +1,5 @@
-"""`tfjob logs NAME [-f]`: every replica's output, prefixed as `tfjob run` prints it."""
+"""`tfjob logs [KIND] NAME [-f]`: every replica's output, prefixed as `tfjob run`
+prints it."""
 
 from __future__ import annotations
 
@@ -8,19 +9,27 @@ import sys
 import click
 
 from tfjob.core.progress import replica_label
-from tfjob.interfaces.cluster import EXIT_INTERRUPTED, Duration, Target, cluster_options, on_cluster
+from tfjob.interfaces.cluster import (
+    EXIT_INTERRUPTED,
+    Duration,
+    JobRef,
+    Target,
+    cluster_options,
+    job_ref,
+    on_cluster,
+)
 from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput
 from tfjob.runtimes.kubernetes.follow import FollowOptions, JobFollower
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi
+from tfjob.runtimes.kubernetes.jobs_api import JobsApi, kind_of
 
 _REPLICA = re.compile(r"[a-z]+-\d+")
 
 
 @click.command(name="logs")
-@click.argument("name")
+@click.argument("job", nargs=-1, required=True, metavar="[KIND] NAME")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new output until the job ends.")
-@click.option("--replica", "-r", help="Only this replica's output, e.g. worker-1 or chief-0.")
+@click.option("--replica", "-r", help="Only this replica's output, e.g. worker-1 or master-0.")
 @click.option(
     "--since",
     type=Duration(),
@@ -28,17 +37,20 @@ _REPLICA = re.compile(r"[a-z]+-\d+")
 )
 @cluster_options
 def command(
-    name: str, follow: bool, replica: str | None, since: float | None, target: Target
+    job: tuple[str, ...], follow: bool, replica: str | None, since: float | None, target: Target
 ) -> None:
-    """Print the output of every replica of TFJob NAME, each line prefixed with its
+    """Print the output of every replica of job NAME, each line prefixed with its
     replica ([worker-1]; [worker-1/sidecar] for another container).
 
     \b
+    NAME is looked for among every kind the cluster serves; when jobs of several
+    kinds have it, name the kind as kubectl does: pytorchjob/NAME or pytorchjob NAME.
     Without -f: what each replica wrote so far, one replica after another, each in
     time order. With -f: as it comes, following restarted containers and recreated
     pods, until the job ends (Ctrl-C stops following; the job keeps running).
     Exit status: 0, 2 unknown job or replica, 3 cluster unusable, 130 Ctrl-C.
     """
+    ref = job_ref(job)
     if replica is not None and not _REPLICA.fullmatch(replica):
         raise BadInput(f"--replica {replica}: write a replica as type-index, e.g. worker-1")
     options = FollowOptions(
@@ -47,21 +59,22 @@ def command(
         since_seconds=int(since) if since is not None else None,
         until_finished=follow,
     )
-    with RunConsole(sys.stdout, name, live_view=False) as console:
+    with RunConsole(sys.stdout, ref.name, live_view=False) as console:
         try:
-            on_cluster(target, lambda api: _logs(api, name, options, console))
+            on_cluster(target, lambda api: _logs(api, ref, options, console))
         except KeyboardInterrupt:
             sys.exit(EXIT_INTERRUPTED)
 
 
-async def _logs(api: JobsApi, name: str, options: FollowOptions, console: RunConsole) -> None:
-    await api.get(name)  # an unknown job is an error, not silence
-    replicas = sorted({replica_label(p.get("metadata") or {}) for p in await api.pods(name)})
+async def _logs(api: JobsApi, ref: JobRef, options: FollowOptions, console: RunConsole) -> None:
+    kind = kind_of(await api.find(ref.name, ref.kind))  # an unknown job is an error, not silence
+    pods = await api.pods(kind, ref.name)
+    replicas = sorted({replica_label(p.get("metadata") or {}) for p in pods})
     if options.replica and replicas and options.replica not in replicas:
         raise BadInput(
-            f"{name} has no replica {options.replica}; its replicas: {', '.join(replicas)}"
+            f"{ref.name} has no replica {options.replica}; its replicas: {', '.join(replicas)}"
         )
     if not replicas and not options.until_finished:
-        click.echo(f"tfjob: {name} has no pods (not yet, or no longer): no output", err=True)
+        click.echo(f"tfjob: {ref.name} has no pods (not yet, or no longer): no output", err=True)
         return
-    await JobFollower(api, name, console, options).follow()
+    await JobFollower(api, kind, ref.name, console, options).follow()

@@ -1,11 +1,12 @@
-"""`tfjob operator`: run the TFJob operator against a Kubernetes cluster.
+"""`tfjob operator`: run the operator against a Kubernetes cluster.
 
 Kubeflow's training-operator flags are accepted under their own names
 (`--metrics-bind-address`, `--health-probe-bind-address`, `--controller-threads`,
-`--enable-scheme`, `--leader-elect[=true|false]`, `--zap-log-level`, ...) beside
-tfjob's shorter ones, so a Deployment written for Kubeflow's operator starts tfjob
-unchanged. Flags that only make sense there (its webhook, PyTorch and MPI settings)
-are accepted and ignored with a warning rather than failing the pod.
+`--enable-scheme`, `--leader-elect[=true|false]`, `--zap-log-level`,
+`--pytorch-init-container-image`, ...) beside tfjob's shorter ones, so a Deployment
+written for Kubeflow's operator starts tfjob unchanged. Flags that only make sense
+there (its webhook, the init container's template file) are accepted and ignored with
+a warning rather than failing the pod.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
+from tfjob.frameworks.registry import FRAMEWORKS
+from tfjob.frameworks.settings import Settings
 from tfjob.runtimes.kubernetes import logging_setup
 
 if TYPE_CHECKING:
@@ -25,20 +28,17 @@ if TYPE_CHECKING:
 COMMAND_LINE = ParameterSource.COMMANDLINE
 DEFAULT = ParameterSource.DEFAULT
 
-#: Job kinds Kubeflow's operator runs; tfjob runs only the first.
-SCHEME = "tfjob"
-KUBEFLOW_SCHEMES = ("pytorchjob", "xgboostjob", "mpijob", "paddlejob", "jaxjob", "mxjob")
+#: `--enable-scheme` values, by the kind each selects.
+SCHEMES = {kind.scheme: name for name, kind in FRAMEWORKS.items()}
 
 #: Kubeflow's flags that configure parts tfjob does not have (its admission webhook,
-#: other frameworks' init containers, zap's development mode): accepted, ignored.
+#: PyTorchJob's init-container template file, zap's development mode): accepted,
+#: ignored.
 IGNORED_KUBEFLOW_FLAGS = (
     "webhook-server-port",
     "webhook-service-name",
     "webhook-secret-name",
-    "pytorch-init-container-image",
     "pytorch-init-container-template-file",
-    "pytorch-init-container-max-tries",
-    "mpi-kubectl-delivery-image",
     "zap-devel",
     "zap-stacktrace-level",
     "zap-time-encoding",
@@ -78,23 +78,20 @@ def parse_bind_address(value: str, flag: str) -> Endpoint:
     return Endpoint(host or "0.0.0.0", int(port))
 
 
-def check_schemes(schemes: tuple[str, ...]) -> None:
-    """`--enable-scheme` may only name tfjob: the other kinds stay with Kubeflow."""
+def kinds_of(schemes: tuple[str, ...]) -> tuple[str, ...]:
+    """The kinds `--enable-scheme` selects (any case, as Kubeflow's); none: every kind."""
+    kinds = []
+    served = ", ".join(sorted(SCHEMES))
     for scheme in schemes:
         name = scheme.lower()
-        if name == SCHEME:
-            continue
-        if name in KUBEFLOW_SCHEMES:
+        if name in SCHEMES:  # every scheme of Kubeflow v1.9.4 (which has no mxjob)
+            kinds.append(SCHEMES[name])
+        else:
             raise click.BadParameter(
-                f"{scheme!r}: tfjob runs only TFJobs. Keep Kubeflow's training-operator "
-                f"for {scheme} (run it with --enable-scheme for those kinds only) and "
-                "give tfjob --enable-scheme=tfjob, or leave the flag out.",
+                f"unknown scheme {scheme!r}; tfjob runs {served}",
                 param_hint="--enable-scheme",
             )
-        raise click.BadParameter(
-            f"unknown scheme {scheme!r}; the only one tfjob runs is 'tfjob'",
-            param_hint="--enable-scheme",
-        )
+    return tuple(dict.fromkeys(kinds))
 
 
 def zap_level(value: str) -> str:
@@ -194,8 +191,29 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
     "--enable-scheme",
     "enable_scheme",
     multiple=True,
-    metavar="tfjob",
-    help="Kubeflow's job-kind selector; tfjob accepts only 'tfjob' (the default).",
+    metavar="KIND",
+    help="Serve only this kind, e.g. 'pytorchjob' (repeatable; default: every kind "
+    "whose CRD is installed).",
+)
+@click.option(
+    "--pytorch-init-container-image",
+    default=Settings().pytorch_init_container_image,
+    show_default=True,
+    help="Image of the init container that holds a PyTorchJob's Workers until its "
+    "Master's name resolves.",
+)
+@click.option(
+    "--pytorch-init-container-max-tries",
+    type=int,
+    default=Settings().pytorch_init_container_max_tries,
+    show_default=True,
+    help="How many times that init container looks the Master's name up.",
+)
+@click.option(
+    "--mpi-kubectl-delivery-image",
+    default=Settings().mpi_kubectl_delivery_image,
+    show_default=True,
+    help="Image of the init container that gives an MPIJob's launcher kubectl.",
 )
 @click.option(
     "--leader-elect",
@@ -285,7 +303,7 @@ def translate(ctx: click.Context, params: dict[str, Any]) -> OperatorOptions:
     """The command line (either flag family) as operator options."""
     from tfjob.runtimes.kubernetes.operator import OperatorOptions
 
-    check_schemes(params["enable_scheme"])
+    kinds = kinds_of(params["enable_scheme"])
     host, metrics, health = resolve_endpoints(ctx, params)
     return OperatorOptions(
         kubeconfig=params["kubeconfig"],
@@ -301,6 +319,10 @@ def translate(ctx: click.Context, params: dict[str, Any]) -> OperatorOptions:
         kube_api_qps=params["kube_api_qps"],
         kube_api_burst=params["kube_api_burst"],
         gang_scheduler_name=params["gang_scheduler_name"],
+        kinds=kinds,
+        pytorch_init_container_image=params["pytorch_init_container_image"],
+        pytorch_init_container_max_tries=params["pytorch_init_container_max_tries"],
+        mpi_kubectl_delivery_image=params["mpi_kubectl_delivery_image"],
     )
 
 

@@ -42,7 +42,7 @@ def command(
 
     \b
     A dry run through the same decision core the operator uses: multi-document
-    YAML, for each job in the file (TFJob, PyTorchJob) first its gang-scheduling group objects (with
+    YAML, for each job in the file (of any kind) first its gang-scheduling group objects (with
     --gang-scheduler-name), then its pods, then its headless services,
     each in replica-type order (Chief, Evaluator, Master, PS, Worker, then index).
     Nothing is created. The job's uid is unknown until it is created, so the

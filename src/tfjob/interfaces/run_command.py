@@ -1,4 +1,4 @@
-"""`tfjob run JOB.yaml`: run a TFJob or PyTorchJob on this machine, one process per replica."""
+"""`tfjob run JOB.yaml`: run a job of any kind on this machine, one process per replica."""
 
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ def command(
     namespace: str | None,
     no_view: bool,
 ) -> None:
-    """Run the TFJob or PyTorchJob in JOB.yaml on this machine, one process (group) per
-    replica.
+    """Run the job in JOB.yaml (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob) on
+    this machine, one process (group) per replica.
 
     \b
     Each replica runs its containers' `command` + `args` directly (no shell; `image`
@@ -65,7 +65,9 @@ def command(
     (without workingDir: the current folder). Executables are looked up on PATH.
     Every replica gets its kind's env with 127.0.0.1 addresses, one free port each
     (a TFJob's TF_CONFIG; a PyTorchJob's MASTER_ADDR/MASTER_PORT, the Master's, RANK,
-    WORLD_SIZE and PET_*, the rendezvous endpoint at Worker 0's port), and
+    WORLD_SIZE and PET_*, the rendezvous endpoint at Worker 0's port; a JAXJob's
+    coordinator at Worker 0's port, an XGBoostJob's MASTER_ADDR/MASTER_PORT, a
+    PaddleJob's PADDLE_MASTER), and
     TFJOB_PORT (its own port), TFJOB_REPLICA_TYPE, TFJOB_REPLICA_INDEX, TFJOB_POD_NAME
     and PYTHONUNBUFFERED=1. Init containers (a PyTorchJob's init-pytorch) are not
     run: every replica starts at once. `$(VAR)` in command, args and env values is expanded, and
@@ -98,7 +100,7 @@ def command(
     base_dir = job_file.resolve().parent
     errors, warnings = preflight.check(job, base_dir)
     if errors:
-        raise invalid(str(job_file), errors)
+        raise invalid(str(job_file), errors, job.kind)
     stream = sys.stderr if output else sys.stdout
     options = RunOptions(
         base_dir=base_dir,
@@ -106,7 +108,7 @@ def command(
         grace_period=grace_period,
         namespace=namespace,
     )
-    with RunConsole(stream, job.metadata.name, live_view=not no_view) as console:
+    with RunConsole(stream, f"{job.kind} {job.metadata.name}", live_view=not no_view) as console:
         for warning in warnings:
             console.note(warning, warning=True)
         console.note(f"logs in {options.run_dir}/")

@@ -1,4 +1,5 @@
-"""`tfjob submit JOB.yaml [--follow]`: create a TFJob on the cluster, and follow it."""
+"""`tfjob submit JOB.yaml [--follow]`: create jobs of any kind on the cluster, and
+follow one."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from typing import Any
 
 import click
 
-from tfjob.api import constants as c
-from tfjob.api.types import TFJob
+from tfjob.api.types import Job
 from tfjob.frameworks.load import parse_documents
 from tfjob.interfaces.cluster import (
     EXIT_INTERRUPTED,
@@ -22,7 +22,7 @@ from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput, read_jobs
 from tfjob.runtimes.kubernetes.client import ApiError
 from tfjob.runtimes.kubernetes.follow import JobFollower
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, Object
+from tfjob.runtimes.kubernetes.jobs_api import JobsApi, Object, kind_of, resource_name
 
 
 @click.command(name="submit")
@@ -36,12 +36,13 @@ from tfjob.runtimes.kubernetes.jobs_api import JobsApi, Object
 @click.option("--no-view", is_flag=True, help="With --follow: no live status table.")
 @cluster_options
 def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None:
-    """Create the TFJob(s) in JOB.yaml on the cluster of the current kubeconfig context.
+    """Create the job(s) in JOB.yaml on the cluster of the current kubeconfig context:
+    TFJobs, PyTorchJobs, any kubeflow.org/v1 kind tfjob knows.
 
     \b
     The file is checked with the same rules as `tfjob run` (and images are required)
-    before anything is sent; the job is then created as written: an ordinary TFJob
-    that kubectl and Kubeflow's SDK see unchanged.
+    before anything is sent; the job is then created as written: an ordinary object
+    of its kind that kubectl and Kubeflow's SDK see unchanged.
 
     \b
     With --follow (one job per file): the live status table on a terminal, every
@@ -54,24 +55,22 @@ def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None
     refused by the cluster (nothing created), 3 cluster unusable, 130 Ctrl-C.
     Example: tfjob submit job.yaml --follow
     """
-    # The cluster commands serve TFJobs only, for now: other kinds are refused by name.
-    jobs = [
-        j for j in read_jobs(job_file, require_image=True, kinds=(c.KIND,)) if isinstance(j, TFJob)
-    ]
+    jobs = read_jobs(job_file, require_image=True)
     documents = parse_documents(job_file.read_text(), str(job_file))
     if follow and len(jobs) > 1:
         names = ", ".join(j.metadata.name for j in jobs)
         raise BadInput(
-            f"{job_file} holds {len(jobs)} TFJobs ({names}); --follow follows one job: "
+            f"{job_file} holds {len(jobs)} jobs ({names}); --follow follows one job: "
             "submit the others without --follow, or put each in its own file"
         )
     namespace = _namespace(jobs, target)
     if not follow:
         for created in on_cluster(target, lambda api: _create_all(api, documents), namespace):
-            click.echo(f"tfjob.kubeflow.org/{created} created")
+            click.echo(f"{created} created")
         return
     name = jobs[0].metadata.name
-    with RunConsole(sys.stdout, name, live_view=not no_view) as console:
+    named = f"{jobs[0].kind.lower()}/{name}"  # unambiguous whatever else has the name
+    with RunConsole(sys.stdout, f"{jobs[0].kind} {name}", live_view=not no_view) as console:
         try:
             final = on_cluster(
                 target, lambda api: _create_and_follow(api, documents[0], console), namespace
@@ -81,14 +80,14 @@ def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None
     if final is None:
         click.echo(
             f"tfjob: stopped following {name}; it keeps running on the cluster "
-            f"(tfjob logs {name} -f to follow again, tfjob delete {name} to stop it)",
+            f"(tfjob logs {named} -f to follow again, tfjob delete {named} to stop it)",
             err=True,
         )
         sys.exit(EXIT_INTERRUPTED)
     sys.exit(outcome(final))
 
 
-def _namespace(jobs: list[TFJob], target: Target) -> str | None:
+def _namespace(jobs: list[Job], target: Target) -> str | None:
     """The job's own namespace unless -n names another (refused, as kubectl does)."""
     written = {j.metadata.namespace for j in jobs if j.metadata.namespace}
     if target.namespace and written - {target.namespace}:
@@ -101,25 +100,28 @@ def _namespace(jobs: list[TFJob], target: Target) -> str | None:
     return next(iter(written), None)
 
 
-async def _create_all(api: JobsApi, documents: list[dict[str, Any]]) -> list[str]:
-    return [await _create(api, document) for document in documents]
-
-
-async def _create(api: JobsApi, document: dict[str, Any]) -> str:
+async def _create(api: JobsApi, document: dict[str, Any]) -> Object:
     name = (document.get("metadata") or {}).get("name", "")
     try:
-        created = await api.create(document)
+        return await api.create(document)
     except ApiError as error:
         if error.code in (400, 409, 422):
-            hint = f" (tfjob delete {name} first)" if error.already_exists else ""
+            kind = str(document.get("kind", "")).lower()
+            hint = f" (tfjob delete {kind}/{name} first)" if error.already_exists else ""
             raise BadInput(f"the cluster refused {name}: {error.message}{hint}") from None
         raise
-    return str(created["metadata"]["name"])
+
+
+async def _create_all(api: JobsApi, documents: list[dict[str, Any]]) -> list[str]:
+    created = [await _create(api, document) for document in documents]
+    return [f"{resource_name(kind_of(job))}/{job['metadata']['name']}" for job in created]
 
 
 async def _create_and_follow(api: JobsApi, document: dict[str, Any], console: RunConsole) -> Object:
-    name = await _create(api, document)
+    created = await _create(api, document)
+    name = str(created["metadata"]["name"])
     console.note(
-        f"created {name} in namespace {api.namespace}; Ctrl-C stops following, not the job"
+        f"created {created['kind']} {name} in namespace {api.namespace}; "
+        "Ctrl-C stops following, not the job"
     )
-    return await JobFollower(api, name, console).follow()
+    return await JobFollower(api, kind_of(created), name, console).follow()

@@ -1,4 +1,4 @@
-"""`tfjob wait NAME`: block until a TFJob ends (or reaches a given state)."""
+"""`tfjob wait [KIND] NAME`: block until a job ends (or reaches a given state)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from tfjob.interfaces.cluster import (
     EXIT_INTERRUPTED,
     EXIT_TIMEOUT,
     Duration,
+    JobRef,
     Target,
     cluster_options,
+    job_ref,
     on_cluster,
     outcome,
 )
@@ -25,11 +27,11 @@ from tfjob.runtimes.kubernetes.follow import (
     state,
     true_condition,
 )
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, Object
+from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, Object, kind_of
 
 
 @click.command(name="wait")
-@click.argument("name")
+@click.argument("job", nargs=-1, required=True, metavar="[KIND] NAME")
 @click.option(
     "--for",
     "wanted",
@@ -42,40 +44,44 @@ from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, Object
     help="Give up after this long, e.g. 90s, 5m, 1h [default: no limit].",
 )
 @cluster_options
-def command(name: str, wanted: str | None, timeout: float | None, target: Target) -> None:
-    """Wait for TFJob NAME to finish, or to reach the state given with --for.
+def command(
+    job: tuple[str, ...], wanted: str | None, timeout: float | None, target: Target
+) -> None:
+    """Wait for job NAME to finish, or to reach the state given with --for.
 
     \b
+    NAME is looked for among every kind the cluster serves; when jobs of several
+    kinds have it, name the kind: pytorchjob/NAME or pytorchjob NAME.
     Exit status: 0 the job Succeeded (or reached the --for state), 1 it Failed (or
     finished without reaching the --for state, or was deleted; the reason on stderr),
     2 unknown job, 3 cluster unusable, 124 --timeout passed, 130 Ctrl-C.
     """
+    ref = job_ref(job)
     try:
-        job = on_cluster(target, lambda api: _wait(api, name, wanted, timeout))
+        found = on_cluster(target, lambda api: _wait(api, ref, wanted, timeout))
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
-    if job is None:
-        click.echo(f"tfjob: {name} is not {wanted or 'finished'} after {timeout:g}s", err=True)
+    if found is None:
+        click.echo(f"tfjob: {ref.name} is not {wanted or 'finished'} after {timeout:g}s", err=True)
         sys.exit(EXIT_TIMEOUT)
-    sys.exit(_status(job, wanted))
+    sys.exit(_status(found, wanted))
 
 
-async def _wait(api: JobsApi, name: str, wanted: str | None, limit: float | None) -> Object | None:
+async def _wait(
+    api: JobsApi, ref: JobRef, wanted: str | None, limit: float | None
+) -> Object | None:
     """The job once it reached the wanted state or finished; None on timeout."""
 
     async def poll() -> Object:
-        seen = False
-        while True:
-            try:
-                job = await api.get(name)
-            except NoSuchJob:
-                if seen:  # it existed: deleted while waited for
-                    raise JobDeleted(name) from None
-                raise
-            seen = True
-            if is_finished(job) or (wanted and true_condition(job, wanted)):
-                return job
+        job = await api.find(ref.name, ref.kind)  # an unknown job is an error
+        kind = kind_of(job)
+        while not (is_finished(job) or (wanted and true_condition(job, wanted))):
             await asyncio.sleep(POLL_INTERVAL)
+            try:
+                job = await api.get(kind, ref.name)
+            except NoSuchJob:  # it existed: deleted while waited for
+                raise JobDeleted(ref.name) from None
+        return job
 
     try:
         return await asyncio.wait_for(poll(), limit)

@@ -4,12 +4,15 @@ the real `tfjob` command in a child process, against the real API server, with a
 
 - ``operators``, ``operator``, ``jobs``: the operator's fixtures
   (tests/kubernetes/conftest.py).
-- ``cli`` (function): runs `tfjob ARGS --kubeconfig <admin> -n <namespace>`.
+- ``cli`` (function): runs `tfjob ARGS --kubeconfig <admin> -n <namespace>`; the
+  TFJob and PyTorchJob CRDs are installed (session-scoped, so before any operator
+  of the test starts: an operator serves the kinds installed when it starts).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,5 +20,11 @@ from testkit.cluster_cli import Cli
 
 
 @pytest.fixture
-def cli(kubeconfig: Path, namespace: str, tmp_path: Path) -> Cli:
+def cli(
+    kubeconfig: Path,
+    namespace: str,
+    tmp_path: Path,
+    crd_installed: Any,
+    pytorchjob_crd_installed: None,
+) -> Cli:
     return Cli(kubeconfig, namespace, tmp_path)

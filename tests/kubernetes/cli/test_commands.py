@@ -11,7 +11,7 @@ import time
 
 import yaml
 
-from testkit.cluster_cli import Cli, job_document
+from testkit.cluster_cli import Cli, is_no_job, job_document
 from testkit.kubelet import FakeKubelet
 from testkit.operators import Jobs, RunningOperator
 
@@ -54,7 +54,7 @@ def test_a_refusal_by_the_cluster_is_one_line_and_exit_2(cli: Cli, jobs: Jobs) -
     assert again.returncode == 2
     line = _one_line_error(again.stderr)
     assert "refused twice" in line and "already exists" in line
-    assert "tfjob delete twice" in line
+    assert "tfjob delete tfjob/twice first" in line
 
 
 def test_submit_follow_shows_pods_events_and_exits_0_on_success(
@@ -68,7 +68,7 @@ def test_submit_follow_shows_pods_events_and_exits_0_on_success(
         kubelet.succeed(cli.namespace, pod)
     assert running.wait() == 0, running.output()
     output = running.output()
-    assert "[tfjob] created ok in namespace" in output
+    assert "[tfjob] created TFJob ok in namespace" in output
     assert "Ctrl-C stops following, not the job" in output
     assert "[tfjob] Created pod: ok-worker-0" in output
     assert "\x1b" not in output  # not a terminal: plain lines, no table
@@ -126,8 +126,17 @@ def test_get_lists_jobs_and_shows_one_with_its_replicas_and_events(
     listing = cli("get")
     assert listing.returncode == 0, listing.stderr
     header, row = listing.stdout.splitlines()
-    assert header.split() == ["NAME", "STATE", "READY", "SUCCEEDED", "FAILED", "RESTARTS", "AGE"]
-    assert row.split()[:6] == ["shown", "Running", "1/2", "0", "0", "0"]
+    assert header.split() == [
+        "NAME",
+        "KIND",
+        "STATE",
+        "READY",
+        "SUCCEEDED",
+        "FAILED",
+        "RESTARTS",
+        "AGE",
+    ]
+    assert row.split()[:7] == ["shown", "TFJob", "Running", "1/2", "0", "0", "0"]
 
     wide = cli("get", "-o", "wide")
     assert "Worker:2" in wide.stdout and "REPLICAS" in wide.stdout
@@ -175,7 +184,7 @@ def test_get_watch_prints_a_line_per_change(
         process.interrupt()
         assert process.wait() == 130
     rows = [line.split() for line in watching.output().splitlines()[1:] if line.strip()]
-    states = [row[1] for row in rows if row[0] == "watched"]
+    states = [row[2] for row in rows if row[0] == "watched"]
     assert states[-1] == "Succeeded" and len(states) >= 2  # a line per change
     assert "later" in [row[0] for row in rows]  # a job created meanwhile shows up
     versions = list(yaml.safe_load_all(as_yaml.output()))
@@ -185,7 +194,9 @@ def test_get_watch_prints_a_line_per_change(
 def test_get_of_an_unknown_job_is_one_line_and_exit_2(cli: Cli, jobs: Jobs) -> None:
     result = cli("get", "nothing-here")
     assert result.returncode == 2
-    assert _one_line_error(result.stderr) == (
+    assert is_no_job(_one_line_error(result.stderr), "nothing-here", cli.namespace)
+    of_a_kind = cli("get", "tfjob", "nothing-here")
+    assert _one_line_error(of_a_kind.stderr) == (
         f'tfjob: no TFJob "nothing-here" in namespace {cli.namespace}'
     )
 
@@ -256,4 +267,4 @@ def test_delete_wait_returns_once_the_job_is_gone(cli: Cli, jobs: Jobs) -> None:
     assert jobs.get("gone") is None
     again = cli("delete", "gone")
     assert again.returncode == 2
-    assert _one_line_error(again.stderr) == f'tfjob: no TFJob "gone" in namespace {cli.namespace}'
+    assert is_no_job(_one_line_error(again.stderr), "gone", cli.namespace)

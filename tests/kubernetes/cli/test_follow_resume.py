@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from tfjob.api.kinds import KindDeclaration
 from tfjob.core.plan import Event
 from tfjob.core.progress import ReplicaView
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.client import TransportError
 from tfjob.runtimes.kubernetes.follow import FollowOptions, JobFollower
 from tfjob.runtimes.kubernetes.jobs_api import LogLine
@@ -59,10 +61,12 @@ class _ScriptedApi:
         self.log_calls: list[tuple[bool, str | None]] = []
         self.looks_while_stopped = 0
 
-    async def get(self, name: str) -> dict[str, Any]:
+    async def get(self, kind: KindDeclaration, name: str) -> dict[str, Any]:
         return _job("Succeeded" if self.state == "done" else "Running")
 
-    async def pods(self, name: str | None = None) -> list[dict[str, Any]]:
+    async def pods(
+        self, kind: KindDeclaration | None = None, name: str | None = None
+    ) -> list[dict[str, Any]]:
         if self.state == "stopped":  # between the exit and the restart in place
             self.looks_while_stopped += 1
             if self.looks_while_stopped > 2:
@@ -74,7 +78,7 @@ class _ScriptedApi:
             return [_pod("terminated", 1, phase="Succeeded")]
         return [_pod("running", 0)]
 
-    async def events(self, kind: str, name: str) -> list[dict[str, Any]]:
+    async def events(self, kind: KindDeclaration, name: str) -> list[dict[str, Any]]:
         return []
 
     async def log(
@@ -122,7 +126,7 @@ class _Lines:
 async def test_a_resumed_or_restarted_log_shows_every_line_once() -> None:
     api = _ScriptedApi()
     seen = _Lines()
-    follower = JobFollower(api, "j", seen, FollowOptions(interval=0.01))  # type: ignore[arg-type]
+    follower = JobFollower(api, TENSORFLOW, "j", seen, FollowOptions(interval=0.01))  # type: ignore[arg-type]
     final = await follower.follow()
     assert final["status"]["conditions"][0]["type"] == "Succeeded"
     assert seen.lines == [f"[worker-0] {x}" for x in "abcde"]

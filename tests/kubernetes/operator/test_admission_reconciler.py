@@ -89,7 +89,7 @@ async def test_a_transient_dry_run_error_is_retried_not_failed(
         await reconciler.reconcile(key)
     assert (await parts.server_status("flaky")).conditions == []  # not Failed
     await reconciler.reconcile(key)  # the retry: admitted, pods created
-    await until(lambda: parts.operator.caches.pods.get(f"{parts.namespace}/flaky-worker-0"))
+    await until(lambda: parts.caches.pods.get(f"{parts.namespace}/flaky-worker-0"))
 
 
 async def test_an_exception_while_reading_the_spec_fails_the_job(
@@ -138,7 +138,7 @@ async def test_a_job_like_one_just_admitted_sends_no_dry_run(
     assert sorted(counting.dry_runs) == ["twin-1-worker-0", "twin-1-worker-0"]  # pod, service
     await reconciler.reconcile(await _job(parts, "twin-2"))  # same template, same shape
     assert len(counting.dry_runs) == 2
-    await until(lambda: parts.operator.caches.pods.get(f"{parts.namespace}/twin-2-worker-1"))
+    await until(lambda: parts.caches.pods.get(f"{parts.namespace}/twin-2-worker-1"))
     # Another pod template: its pod is checked (its service is like twin-1's).
     other = [{"name": "tensorflow", "image": IMAGE + "-gpu"}]
     await reconciler.reconcile(await _job(parts, "twin-3", other))
@@ -154,7 +154,7 @@ async def test_a_job_like_one_just_admitted_sends_no_dry_run(
         assert counting.dry_runs[before:] == [f"{name}-worker-0"]  # the pod's refusal ends it
         message = _failed(await parts.server_status(name))
         assert message is not None and "volumeMounts" in message
-        assert parts.operator.caches.pods.get(f"{parts.namespace}/{name}-worker-0") is None
+        assert parts.caches.pods.get(f"{parts.namespace}/{name}-worker-0") is None
 
 
 async def test_an_accepted_verdict_stands_only_for_its_time(
@@ -189,4 +189,4 @@ async def test_a_create_refused_as_sent_is_not_retried_with_backoff(
         await reconciler.reconcile(key)
     assert "422" in str(raised.value)
     assert not counting.dry_runs
-    assert parts.operator.caches.pods.get(f"{parts.namespace}/refused-worker-0") is None
+    assert parts.caches.pods.get(f"{parts.namespace}/refused-worker-0") is None

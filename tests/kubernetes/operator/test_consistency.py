@@ -26,6 +26,7 @@ from testkit.operator_parts import OperatorParts
 from testkit.operators import replica
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.types import JobCondition, JobStatus, TFJob
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.consistency import Held, JobView
 from tfjob.runtimes.kubernetes.resources import TFJOBS
@@ -188,7 +189,9 @@ async def test_a_deleted_jobs_status_write_is_no_error(fake_parts: OperatorParts
     parts = fake_parts
     job = await parts.job("gone")
     await parts.client.delete(TFJOBS, parts.namespace, "gone")
-    written = await StatusWriter(parts.client).write(job.metadata, job.status, _theirs())
+    written = await StatusWriter(parts.client, TENSORFLOW).write(
+        job.metadata, job.status, _theirs()
+    )
     assert written is None
     await until(lambda: parts.caches.view(f"{parts.namespace}/gone") is None)
 
@@ -200,21 +203,21 @@ async def test_the_worker_loop_retries_by_the_kind_of_error(fake_parts: Operator
     parts = fake_parts
     queue = parts.queue
     parts.start(queue.run_timer())
-    parts.operator.retry("ns/gave-up", TransportError("connection reset"))  # a first failure
+    parts.controller.retry("ns/gave-up", TransportError("connection reset"))  # a first failure
     assert await asyncio.wait_for(queue.get(), 5) == "ns/gave-up"  # after a short backoff
     queue.done("ns/gave-up")
-    parts.operator.retry("ns/gave-up", PermanentError("cannot ever run"))
+    parts.controller.retry("ns/gave-up", PermanentError("cannot ever run"))
     with pytest.raises(TimeoutError):  # not queued again
         await asyncio.wait_for(queue.get(), 0.3)
-    parts.operator.retry("ns/gave-up", TransportError("connection reset"))
+    parts.controller.retry("ns/gave-up", TransportError("connection reset"))
     loop = asyncio.get_running_loop()
     asked = loop.time()
     assert await asyncio.wait_for(queue.get(), 5) == "ns/gave-up"
     assert loop.time() - asked < 0.1  # its backoff was forgotten: the first step again
     queue.done("ns/gave-up")
     asked = loop.time()
-    parts.operator.retry("ns/later", TemporaryError("busy", delay=0.3))
-    parts.operator.retry("ns/backoff", ApiError(500, "InternalError", "try again"))
+    parts.controller.retry("ns/later", TemporaryError("busy", delay=0.3))
+    parts.controller.retry("ns/backoff", ApiError(500, "InternalError", "try again"))
     got = set()
     while "ns/later" not in got:
         got.add(await asyncio.wait_for(queue.get(), 5))

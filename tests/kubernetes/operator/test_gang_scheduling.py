@@ -30,10 +30,13 @@ CRDS = REPO_ROOT / "testkit" / "crds"
 UNFIT_WAIT = 2.0  # seconds a gang is left unschedulable before the test checks it
 
 
-def _workers(count: int, *, ends: bool = True, **template_spec: Any) -> dict[str, Any]:
+def _workers(
+    count: int, *, ends: bool = True, container_name: str = "tensorflow", **template_spec: Any
+) -> dict[str, Any]:
     """`count` workers of one CPU each; with `ends`, kwok ends them 1 s after start."""
     annotations = {EXIT_CODE_ANNOTATION: "0", RUN_FOR_ANNOTATION: "1s"} if ends else {}
-    container = {"name": "tensorflow", "image": IMAGE, "resources": {"requests": {"cpu": "1"}}}
+    resources = {"requests": {"cpu": "1"}}
+    container = {"name": container_name, "image": IMAGE, "resources": resources}
     return {
         "replicas": count,
         "restartPolicy": "Never",
@@ -112,6 +115,31 @@ def test_native_gang_binds_no_pod_until_all_fit_then_runs_to_success(
         message="all 4 pods bound within 5 s of the new node",
     )
     jobs.wait_condition("gang", "Succeeded", timeout=30)
+
+
+@pytest.mark.usefixtures("pytorchjob_crd_installed")
+def test_a_pytorchjob_gang_is_placed_whole(
+    native: Operators, nodes: Nodes, jobs: Jobs, control_plane: ControlPlane, namespace: str
+) -> None:
+    """Gang scheduling is every kind's: a Master and 3 Workers wait for room for 4."""
+    from tfjob.frameworks.pytorch import PYTORCH
+
+    pytorch = jobs.of(PYTORCH)
+    one = _workers(1, container_name="pytorch")
+    pytorch.create("ddp", {"Master": one, "Worker": {**one, "replicas": 3}})
+    wait_for(lambda: len(_pods_of(control_plane, namespace, "ddp")) == 4, message="4 pods")
+    time.sleep(UNFIT_WAIT)
+    assert _bound(control_plane, namespace, "ddp") == 0
+    group = _get(
+        control_plane, f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/ddp"
+    )
+    assert group is not None
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    assert group["metadata"]["ownerReferences"][0]["kind"] == "PyTorchJob"
+
+    nodes.add(1, cpu="1")
+    wait_for(lambda: _bound(control_plane, namespace, "ddp") == 4, message="all 4 pods bound")
+    pytorch.wait_condition("ddp", "Succeeded", timeout=30)
 
 
 def test_without_gang_three_pods_are_bound_and_one_waits(

@@ -34,6 +34,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Pod, Service
 
 from testkit.helpers import wait_for
+from testkit.parity import as_stored, report
 from testkit.training_operator import Kubeflow, stop
 from tfjob.core.objects import desired_objects
 from tfjob.core.settings import Settings
@@ -43,8 +44,6 @@ from tfjob.frameworks.registry import with_defaults
 
 IMAGE = "python:3.11-slim"
 PYTORCHJOB = create_namespaced_resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")
-# Metadata the API server sets on every object it stores.
-SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 
 
 def container(**extra: Any) -> dict[str, Any]:
@@ -193,61 +192,6 @@ def rendered(upstream: Upstream, name: str, kind: str) -> dict[str, dict[str, An
     job = with_defaults(decode_job(upstream.jobs[name], PyTorchJob))
     objects = [obj for obj in desired_objects(job, Settings()) if obj["kind"] == kind]
     return {obj["metadata"]["name"]: as_stored(upstream.kube, obj) for obj in objects}
-
-
-def as_stored(kube: Client, manifest: dict[str, Any]) -> dict[str, Any]:
-    """The object as the API server would store it: a server-side dry run, under
-    another name (the real name is Kubeflow's object's, and a dry run checks it)."""
-    name = manifest["metadata"]["name"]
-    dry = {**manifest, "metadata": {**manifest["metadata"], "name": f"{name}-dry"}}
-    stored: dict[str, Any] = kube.create(codecs.from_dict(dry), dry_run=True).to_dict()
-    stored["metadata"]["name"] = name
-    return stored
-
-
-def comparable(obj: dict[str, Any]) -> dict[str, Any]:
-    """Metadata and spec, without what the API server sets on its own."""
-    metadata = {k: v for k, v in obj["metadata"].items() if k not in SERVER_SET}
-    return {"metadata": metadata, "spec": obj["spec"]}
-
-
-def differences(upstream: Any, ours: Any, path: str = "") -> list[str]:
-    """Every path where the two differ, with both values (lists compared in order)."""
-    if isinstance(upstream, dict) and isinstance(ours, dict):
-        found: list[str] = []
-        for key in sorted(set(upstream) | set(ours)):
-            if key not in ours or key not in upstream:
-                found.append(
-                    f"{path}.{key}: Kubeflow {upstream.get(key)!r}, tfjob {ours.get(key)!r}"
-                )
-            else:
-                found += differences(upstream[key], ours[key], f"{path}.{key}")
-        return found
-    if isinstance(upstream, list) and isinstance(ours, list) and len(upstream) == len(ours):
-        return [
-            d
-            for i, (a, b) in enumerate(zip(upstream, ours, strict=True))
-            for d in differences(a, b, f"{path}[{i}]")
-        ]
-    return [] if upstream == ours else [f"{path}: Kubeflow {short(upstream)}, tfjob {short(ours)}"]
-
-
-def short(value: Any) -> str:
-    """An env list as NAME=value entries, anything else as it is."""
-    if isinstance(value, list) and all(
-        isinstance(v, dict) and "name" in v and set(v) <= {"name", "value"} for v in value
-    ):
-        return repr([f"{v['name']}={v.get('value', '')}" for v in value])
-    return repr(value)
-
-
-def report(theirs: dict[str, dict[str, Any]], ours: dict[str, dict[str, Any]]) -> str:
-    """Every difference of each object, one a line; empty when they are equal."""
-    return "\n".join(
-        f"{name}{difference}"
-        for name in sorted(theirs)
-        for difference in differences(comparable(theirs[name]), comparable(ours[name]))
-    )
 
 
 @pytest.mark.parametrize("name", list(SHAPES))

@@ -10,7 +10,11 @@
   used it fails, the tail of its log is added to the report.
 - ``operator_alive`` (autouse): fails a test during which the operator exited.
 - ``training_client`` (function): ``TrainingClient(config_file=<admin kubeconfig>,
-  namespace=<the test's namespace>, job_kind="TFJob")``, the way a user builds one.
+  namespace=<the test's namespace>, job_kind="TFJob")``, the way a user builds one;
+  ``pytorch_client`` (function): the same with ``job_kind="PyTorchJob"``.
+
+The TFJob and PyTorchJob CRDs are installed before the operator starts, so it serves
+both kinds.
 """
 
 from __future__ import annotations
@@ -128,6 +132,7 @@ def operator(
     operator_kubeconfig: Path,
     rbac_installed: None,
     crd_installed: Any,
+    pytorchjob_crd_installed: None,
     tmp_path_factory: pytest.TempPathFactory,
     pytestconfig: pytest.Config,
 ) -> Iterator[OperatorProcess]:
@@ -204,6 +209,14 @@ def training_client(kubeflow_sdk: ModuleType, kubeconfig: Path, namespace: str) 
     """Kubeflow's ``TrainingClient`` for TFJobs in the test's namespace (admin user)."""
     return kubeflow_sdk.TrainingClient(
         config_file=str(kubeconfig), namespace=namespace, job_kind="TFJob"
+    )
+
+
+@pytest.fixture
+def pytorch_client(kubeflow_sdk: ModuleType, kubeconfig: Path, namespace: str) -> Any:
+    """Kubeflow's ``TrainingClient`` for PyTorchJobs in the test's namespace (admin user)."""
+    return kubeflow_sdk.TrainingClient(
+        config_file=str(kubeconfig), namespace=namespace, job_kind="PyTorchJob"
     )
 
 

@@ -26,28 +26,32 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tfjob.api import constants as c
-from tfjob.api.observed import Pod, Service
+from tfjob.api.kinds import KindDeclaration, OwnedKind
+from tfjob.api.observed import OwnedObject, Pod, Service
 from tfjob.runtimes.kubernetes.decode import CachedJob
 from tfjob.runtimes.kubernetes.informer import Informer, is_newer, object_key
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource, jobs_of, resource_of
 
 HOLD_SECONDS = 15.0
 JOB_INDEX = "job"  # the pods and services caches' index by owning job key
 
 
-def owning_job(obj: Pod | Service) -> str | None:
-    """`namespace/name` of the TFJob a pod or service belongs to.
+def owning_job(obj: Pod | Service | OwnedObject, kind: KindDeclaration) -> str | None:
+    """`namespace/name` of the job of `kind` a pod, service or other owned object
+    belongs to.
 
     The controller ownerReference decides; an object controlled by something else is
     not ours. Without one, the job-name label names the job (so a job still sees, and
-    never duplicates, a labelled object whose ownerReference was lost).
+    never duplicates, a labelled object whose ownerReference was lost; the caches hold
+    only objects labelled with the kind's operator name).
     """
     meta = obj.metadata
     for ref in meta.owner_references:
         if ref.controller:
-            if ref.kind == c.KIND and ref.api_version == c.API_VERSION:
+            if ref.kind == kind.kind and ref.api_version == kind.api_version:
                 return object_key(meta.namespace, ref.name)
             return None
     label = meta.labels.get(c.LABEL_JOB_NAME)
@@ -62,6 +66,8 @@ class JobView:
     job: CachedJob
     pods: list[Pod]
     services: list[Service]
+    # The other objects the job owns (its kind's `owned_kinds`), every kind together.
+    owned: list[OwnedObject] = field(default_factory=list)
     written: dict[Resource, str] = field(default_factory=dict)
 
     def wrote(self, resource: Resource, resource_version: str) -> None:
@@ -85,27 +91,39 @@ class _Hold:
 
 
 class JobCaches:
-    """The jobs, pods and services caches, read one job at a time."""
+    """One kind's jobs, pods and services caches (and, for a kind that owns other
+    objects, one cache per kind of them), read one job at a time."""
 
     def __init__(
         self,
+        kind: KindDeclaration,
         jobs: Informer[CachedJob],
         pods: Informer[Pod],
         services: Informer[Service],
         *,
+        owned: dict[OwnedKind, Informer[OwnedObject]] | None = None,
         hold_seconds: float = HOLD_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.kind = kind
         self.jobs = jobs
         self.pods = pods
         self.services = services
-        pods.add_index(JOB_INDEX, owning_job)
-        services.add_index(JOB_INDEX, owning_job)
-        self._informers: dict[Resource, Informer[CachedJob] | Informer[Pod] | Informer[Service]]
-        self._informers = {TFJOBS: jobs, PODS: pods, SERVICES: services}
+        self.owned = dict(owned or {})
+        pods.add_index(JOB_INDEX, self.owning_job)
+        services.add_index(JOB_INDEX, self.owning_job)
+        for informer in self.owned.values():
+            informer.add_index(JOB_INDEX, self.owning_job)
+        self._informers: dict[Resource, Informer[Any]]
+        self._informers = {jobs_of(kind): jobs, PODS: pods, SERVICES: services}
+        self._informers |= {resource_of(k): i for k, i in self.owned.items()}
         self.hold_seconds = hold_seconds  # the longest a job is held
         self._clock = clock
         self._holds: dict[str, _Hold] = {}
+
+    def owning_job(self, obj: Pod | Service | OwnedObject) -> str | None:
+        """The key of this kind's job that owns `obj` (`owning_job`)."""
+        return owning_job(obj, self.kind)
 
     def view(self, key: str) -> JobView | Held | None:
         """The job `key` with its pods and services; `Held` while the caches lag
@@ -125,6 +143,7 @@ class JobCaches:
             job,
             self.pods.by_index(JOB_INDEX, key),
             self.services.by_index(JOB_INDEX, key),
+            [obj for informer in self.owned.values() for obj in informer.by_index(JOB_INDEX, key)],
         )
 
     def hold(self, view: JobView) -> None:

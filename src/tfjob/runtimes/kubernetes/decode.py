@@ -3,9 +3,9 @@
 Pods and services go straight from bytes into the slim `tfjob.api.observed`
 projections: msgspec skips every field the core does not read (managedFields, the pod
 spec, ...), far faster and smaller than full models
-(docs/decisions/0001-msgspec-projections.md). TFJobs are decoded into the full typed
-model one by one, so one job the model cannot hold never hides the others: it becomes
-an `UndecodableJob` that the reconciler marks Failed.
+(docs/decisions/0001-msgspec-projections.md). Jobs are decoded into their kind's full
+typed model (`JobDecoder`) one by one, so one job the model cannot hold never hides
+the others: it becomes an `UndecodableJob` that the reconciler marks Failed.
 
 Every cached pod and service then has its repeated strings interned (`_sharer`): the
 fields `api/observed.py` marks `shared` (the namespace, label keys and values, the
@@ -27,8 +27,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from tfjob.api.errors import InvalidJob
-from tfjob.api.observed import Pod, Service, table
-from tfjob.api.types import JobStatus, ObjectMeta, TFJob
+from tfjob.api.observed import OwnedObject, Pod, Service, table
+from tfjob.api.types import Job, JobStatus, ObjectMeta, TFJob
 from tfjob.runtimes.kubernetes import pod_proto
 
 SHARED_STRING = 64  # longer strings in a job's template are rarely repeated: not interned
@@ -79,14 +79,14 @@ class Status(msgspec.Struct):
 
 
 class UndecodableJob(msgspec.Struct, kw_only=True):
-    """A TFJob the typed model cannot hold: kept so it can be marked Failed."""
+    """A job its kind's typed model cannot hold: kept so it can be marked Failed."""
 
     metadata: ObjectMeta
     status: JobStatus
     error: str
 
 
-CachedJob = TFJob | UndecodableJob
+CachedJob = Job | UndecodableJob
 
 
 class Codec(Generic[T]):
@@ -113,7 +113,6 @@ _service = msgspec.json.Decoder(Service)
 _pods = msgspec.json.Decoder(PodList)
 _services = msgspec.json.Decoder(ServiceList)
 _raw_list = msgspec.json.Decoder(RawList)
-_job = msgspec.json.Decoder(TFJob)
 
 
 class _MetaOnly(msgspec.Struct):
@@ -124,8 +123,20 @@ class _StatusOnly(msgspec.Struct):
     status: JobStatus = msgspec.field(default_factory=JobStatus)
 
 
+class _Head(msgspec.Struct):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: JobStatus = msgspec.field(default_factory=JobStatus)
+
+
 _meta_only = msgspec.json.Decoder(_MetaOnly)
 _status_only = msgspec.json.Decoder(_StatusOnly)
+_head = msgspec.json.Decoder(_Head)
+
+
+def decode_job_head(raw: bytes) -> tuple[ObjectMeta, JobStatus]:
+    """A job's metadata and status, whatever its kind and however odd its spec."""
+    head = _head.decode(raw)
+    return head.metadata, head.status
 
 
 def decode_event(line: bytes) -> RawEvent:
@@ -212,7 +223,7 @@ _shared_pod = _sharer(Pod)
 _shared_service = _sharer(Service)
 
 
-def _shared_job(job: TFJob) -> TFJob:
+def _shared_job(job: Job) -> Job:
     """Intern what a job repeats of other jobs and of its own pods and services: its
     name and uid are their owner's, its namespace, kind and template keys are
     everyone's."""
@@ -223,11 +234,11 @@ def _shared_job(job: TFJob) -> TFJob:
     meta.name = intern(meta.name)
     meta.namespace = intern(meta.namespace)
     meta.uid = intern(meta.uid)
-    specs = job.spec.tf_replica_specs
+    specs = job.spec.replica_specs
     for spec in specs.values():
         spec.template = _shared_tree(spec.template)
         spec.restart_policy = intern(spec.restart_policy)
-    job.spec.tf_replica_specs = {intern(k): v for k, v in specs.items()}
+    setattr(job.spec, job.spec.REPLICA_SPECS, {intern(k): v for k, v in specs.items()})
     status = job.status
     for condition in status.conditions:
         condition.type = intern(condition.type)
@@ -269,28 +280,44 @@ def decode_service(raw: bytes) -> Service:
     return _shared_service(_service.decode(raw))
 
 
-def decode_jobs(body: bytes) -> tuple[list[CachedJob], str, str]:
-    page = _raw_list.decode(body)
-    jobs = [decode_tfjob(bytes(raw)) for raw in page.items or []]
-    return jobs, page.metadata.resourceVersion, page.metadata.continue_
+class JobDecoder:
+    """One kind's jobs: each into the kind's typed model (`job_type`), or an
+    UndecodableJob naming the field the model could not read."""
+
+    def __init__(self, job_type: type[Job]) -> None:
+        self.job_type = job_type
+        self._fast = msgspec.json.Decoder(job_type)
+        self.codec: Codec[CachedJob] = Codec(self.page, self.one)
+
+    def one(self, raw: bytes) -> CachedJob:
+        try:
+            return _shared_job(self._fast.decode(raw))
+        except msgspec.ValidationError:
+            pass
+        # Only for a job the fast decoder refused; loading also reads YAML, which the
+        # operator otherwise never imports (start-up time and memory).
+        from tfjob.frameworks.load import decode_job
+
+        document = msgspec.json.decode(raw)
+        try:
+            return decode_job(document if isinstance(document, dict) else {}, self.job_type)
+        except InvalidJob as error:
+            problems = "; ".join(str(e) for e in error.errors)
+        meta, status = _lenient_meta(raw), _lenient_status(raw)
+        return UndecodableJob(metadata=meta, status=status, error=problems)
+
+    def page(self, body: bytes) -> tuple[list[CachedJob], str, str]:
+        page = _raw_list.decode(body)
+        jobs = [self.one(bytes(raw)) for raw in page.items or []]
+        return jobs, page.metadata.resourceVersion, page.metadata.continue_
+
+
+_TFJOBS = JobDecoder(TFJob)
 
 
 def decode_tfjob(raw: bytes) -> CachedJob:
-    """A TFJob, or an UndecodableJob naming the field the model could not read."""
-    try:
-        return _shared_job(_job.decode(raw))
-    except msgspec.ValidationError:
-        pass
-    # Only for a job the fast decoder refused; loading also reads YAML, which the
-    # operator otherwise never imports (start-up time and memory).
-    from tfjob.frameworks.load import decode_job
-
-    document = msgspec.json.decode(raw)
-    try:
-        return decode_job(document if isinstance(document, dict) else {}, TFJob)
-    except InvalidJob as error:
-        problems = "; ".join(str(e) for e in error.errors)
-    return UndecodableJob(metadata=_lenient_meta(raw), status=_lenient_status(raw), error=problems)
+    """A TFJob, or an UndecodableJob (the tests' and benchmarks' shorthand)."""
+    return _TFJOBS.one(raw)
 
 
 def _lenient_meta(raw: bytes) -> ObjectMeta:
@@ -362,4 +389,23 @@ POD_CODEC: Codec[Pod] = Codec(decode_pods, decode_pod)
 # JSON (pod_proto.py says why); watch events JSON.
 POD_PROTO_CODEC: Codec[Pod] = Codec(decode_pod_page, decode_pod, list_accept=pod_proto.PROTOBUF)
 SERVICE_CODEC: Codec[Service] = Codec(decode_services, decode_service)
-JOB_CODEC: Codec[CachedJob] = Codec(decode_jobs, decode_tfjob)
+JOB_CODEC: Codec[CachedJob] = _TFJOBS.codec  # TFJobs'; another kind's: JobDecoder(type)
+
+
+def owned_codec(api_version: str, kind: str) -> Codec[OwnedObject]:
+    """How the objects of one kind that jobs own (a ConfigMap, a Role, an HPA...) are
+    decoded: each kept whole (api.observed.OwnedObject). A list's items carry no
+    apiVersion and kind: they are set from the resource's."""
+
+    def one(raw: bytes) -> OwnedObject:
+        document = msgspec.json.decode(raw)
+        document.setdefault("apiVersion", api_version)
+        document.setdefault("kind", kind)
+        return OwnedObject.of(document)
+
+    def page(body: bytes) -> tuple[list[OwnedObject], str, str]:
+        listed = _raw_list.decode(body)
+        items = [one(bytes(raw)) for raw in listed.items or ()]
+        return items, listed.metadata.resourceVersion, listed.metadata.continue_
+
+    return Codec(page, one)

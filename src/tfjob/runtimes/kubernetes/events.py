@@ -80,7 +80,8 @@ Key = tuple[str, ...]
 
 @dataclass(frozen=True)
 class ObjectRef:
-    """The involved object (always a TFJob here)."""
+    """The involved object (a job of some kind) and the controller reporting on it:
+    upstream's recorder of each kind names that kind's controller as the source."""
 
     namespace: str
     name: str
@@ -88,6 +89,7 @@ class ObjectRef:
     resource_version: str = ""
     kind: str = c.KIND
     api_version: str = c.API_VERSION
+    reporter: str = c.CONTROLLER_NAME  # source.component, e.g. "pytorchjob-controller"
 
     def to_wire(self) -> dict[str, str]:
         ref = {
@@ -207,7 +209,6 @@ class EventRecorder:
         self,
         client: KubeClient,
         *,
-        component: str = c.CONTROLLER_NAME,
         correlator: Correlator | None = None,
         registry: CollectorRegistry | None = None,
         senders: int = SENDERS,
@@ -218,7 +219,6 @@ class EventRecorder:
         """`writes`: the reconciler's creates and deletes, which events yield to (at
         most `max_wait` seconds each); None: events never wait."""
         self._client = client
-        self._component = component
         self._instance = socket.gethostname()
         self._correlator = correlator or Correlator()
         self._senders = senders
@@ -422,11 +422,11 @@ class EventRecorder:
             "reason": record.reason,
             "message": record.message,
             "type": record.type,
-            "source": {"component": self._component},
+            "source": {"component": record.ref.reporter},
             "firstTimestamp": _stamp(entry.first_at),
             "lastTimestamp": _stamp(record.at),
             "count": count,
-            "reportingComponent": self._component,
+            "reportingComponent": record.ref.reporter,
             "reportingInstance": self._instance,
         }
         await self._client.create(EVENTS, record.ref.namespace, body)

@@ -1,4 +1,4 @@
-"""Following a TFJob on a cluster: its state, its pods, its events and every replica's
+"""Following a job (of any kind) on a cluster: its state, its pods, its events and every replica's
 output, reported through the same observer a local run reports to.
 
 The follower polls the job and its pods once a second (two cheap GETs; a person
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from tfjob.api import constants as c
 from tfjob.api.errors import PermanentError
+from tfjob.api.kinds import KindDeclaration
 from tfjob.api.timestamps import parse_rfc3339
 from tfjob.core.plan import Event
 from tfjob.core.progress import ReplicaView, RunObserver, replica_label
@@ -120,11 +121,13 @@ class JobFollower:
     def __init__(
         self,
         api: JobsApi,
+        kind: KindDeclaration,
         name: str,
         observer: RunObserver,
         options: FollowOptions | None = None,
     ) -> None:
         self._api = api
+        self._kind = kind
         self._name = name
         self._observer = observer
         self._options = options or FollowOptions()
@@ -178,7 +181,8 @@ class JobFollower:
     async def _look(self) -> Object:
         job = await self._job()
         pods = sorted(
-            (p for p in await self._api.pods(self._name) if owned_by(p, job)), key=_pod_name
+            (p for p in await self._api.pods(self._kind, self._name) if owned_by(p, job)),
+            key=_pod_name,
         )
         self._pods = {_pod_name(p): p for p in pods}
         if self._options.events:
@@ -194,7 +198,7 @@ class JobFollower:
     async def _job(self) -> Object:
         """The job; JobDeleted once the one seen before is gone (or was replaced)."""
         try:
-            job = await self._api.get(self._name)
+            job = await self._api.get(self._kind, self._name)
         except NoSuchJob:
             if self._uid is not None:
                 raise JobDeleted(self._name) from None
@@ -207,7 +211,7 @@ class JobFollower:
 
     async def _report_events(self, job: Object) -> None:
         uid = (job.get("metadata") or {}).get("uid")
-        for event in await self._api.events(c.KIND, self._name):
+        for event in await self._api.events(self._kind, self._name):
             # A repeat is folded into the same Event with a higher count: show it again.
             count = event.get("count") or (event.get("series") or {}).get("count") or 1
             key = f"{(event.get('metadata') or {}).get('uid', '')}/{count}"
@@ -237,7 +241,7 @@ class JobFollower:
                     pod=_pod_name(pod),
                     uid=key[0],
                     container=container,
-                    label=replica_label(metadata, container),
+                    label=replica_label(metadata, container, self._kind.container_name),
                 )
                 if self._options.until_finished:
                     stream.task = asyncio.create_task(self._stream(stream))

@@ -1,6 +1,6 @@
 """What each cache change means: which job to reconcile.
 
-Kept apart from the informer (which knows nothing about TFJobs) and from the
+Kept apart from the informer (which knows nothing about jobs) and from the
 reconciler (which only reads the caches), so the wiring is in one place. Every change
 of a job, or of a pod or service it owns, queues the job: level-triggered, the
 reconcile reads whatever the caches hold then.
@@ -11,22 +11,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tfjob.api.observed import Pod, Service
-from tfjob.runtimes.kubernetes.consistency import owning_job
+from tfjob.api.observed import OwnedObject, Pod, Service
+from tfjob.runtimes.kubernetes.consistency import JobCaches
 from tfjob.runtimes.kubernetes.decode import CachedJob
 from tfjob.runtimes.kubernetes.events import EventRecorder
 from tfjob.runtimes.kubernetes.informer import Handlers, key_of
 from tfjob.runtimes.kubernetes.metrics import Metrics
 from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
-Owned = TypeVar("Owned", Pod, Service)
+Owned = TypeVar("Owned", Pod, Service, OwnedObject)
 
 
 @dataclass
 class Wiring:
+    """One kind's caches to its queue."""
+
+    caches: JobCaches
     queue: WorkQueue
     recorder: EventRecorder
     metrics: Metrics
+
+    def wire(self) -> None:
+        self.caches.jobs.add_handlers(self.job_handlers())
+        self.caches.pods.add_handlers(self.owned_handlers(Pod))
+        self.caches.services.add_handlers(self.owned_handlers(Service))
+        for informer in self.caches.owned.values():
+            informer.add_handlers(self.owned_handlers(OwnedObject))
 
     def job_handlers(self) -> Handlers[CachedJob]:
         return Handlers(
@@ -34,10 +44,11 @@ class Wiring:
         )
 
     def owned_handlers(self, _type: type[Owned]) -> Handlers[Owned]:
-        """Handlers for the pods (or services) cache; `_type` only pins the type."""
+        """Handlers for the pods (services, other owned objects) cache; `_type` only
+        pins the type."""
 
         def changed(obj: Owned) -> None:
-            job = owning_job(obj)
+            job = self.caches.owning_job(obj)
             if job is not None:
                 self.queue.add(job)
 
@@ -46,7 +57,8 @@ class Wiring:
     def _job_added(self, job: CachedJob) -> None:
         # A job seen for the first time (or relisted) waits behind reactions of jobs
         # already reconciled: see workqueue.py.
-        self.metrics.job(self.metrics.jobs_created, job.metadata.namespace)
+        framework = self.caches.kind.metrics_name
+        self.metrics.job(self.metrics.jobs_created, job.metadata.namespace, framework)
         self.queue.add_new(key_of(job))
 
     def _job_updated(self, _old: CachedJob, new: CachedJob) -> None:

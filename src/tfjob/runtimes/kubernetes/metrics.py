@@ -26,7 +26,6 @@ from prometheus_client import (
 from tfjob.api import constants as c
 from tfjob.runtimes.kubernetes.workqueue import QueueHooks
 
-FRAMEWORK = "tensorflow"
 _JOB_LABELS = ("job_namespace", "framework")
 # client-go's work-queue histograms: 10 ns to 1000 s, a decade per bucket.
 _QUEUE_BUCKETS = tuple(10.0**exponent for exponent in range(-8, 4))
@@ -45,11 +44,11 @@ class Metrics:
         self._request_children: dict[tuple[str, int], Any] = {}
         r = self.registry
         ProcessCollector(registry=r)
-        self.jobs_created = _job_counter(r, "created", "TFJobs seen created (also at start-up)")
-        self.jobs_deleted = _job_counter(r, "deleted", "TFJobs deleted by the operator (TTL)")
-        self.jobs_successful = _job_counter(r, "successful", "TFJobs that succeeded")
-        self.jobs_failed = _job_counter(r, "failed", "TFJobs that failed")
-        self.jobs_restarted = _job_counter(r, "restarted", "Replica restarts of TFJobs")
+        self.jobs_created = _job_counter(r, "created", "Jobs seen created (also at start-up)")
+        self.jobs_deleted = _job_counter(r, "deleted", "Jobs deleted by the operator (TTL)")
+        self.jobs_successful = _job_counter(r, "successful", "Jobs that succeeded")
+        self.jobs_failed = _job_counter(r, "failed", "Jobs that failed")
+        self.jobs_restarted = _job_counter(r, "restarted", "Replica restarts of jobs")
         self.created_pods = Counter("created_pods", "Pods created", registry=r)
         self.deleted_pods = Counter("deleted_pods", "Pods deleted", registry=r)
         self.failed_pods = Counter("failed_pods", "Failed pods seen by a reconcile", registry=r)
@@ -131,8 +130,9 @@ class Metrics:
             self._request_children[(method, code)] = child
         child.inc()
 
-    def job(self, counter: Counter, namespace: str) -> None:
-        counter.labels(job_namespace=namespace, framework=FRAMEWORK).inc()
+    def job(self, counter: Counter, namespace: str, framework: str) -> None:
+        """Count one job of `framework` ("tensorflow", "pytorch": upstream's label)."""
+        counter.labels(job_namespace=namespace, framework=framework).inc()
 
     def queue_hooks(self, name: str = c.CONTROLLER_NAME) -> QueueHooks:
         depth = self.queue_depth.labels(name=name)

@@ -1,14 +1,20 @@
-"""The operator process: caches, workers, endpoints and (optionally) leader election.
+"""The operator process: one controller per kind, endpoints and (optionally) leader election.
+
+Each enabled kind whose CRD the API server serves gets a controller (controller.py):
+its caches, queue, reconciler and workers. The rest is shared by every kind: the API
+client, the Event recorder, the metrics, the gang groups, the endpoints, the Lease.
 
 Start-up order matters:
 1. the health endpoints answer first (liveness must not depend on the API server);
 2. with leader election, wait for the Lease before touching anything;
-3. list and watch TFJobs, pods and services until all three caches are synced - a
+3. ask the API server which enabled kinds it serves (a kind without its CRD is left
+   out, with a warning; none at all is an error);
+4. list and watch each kind's jobs, pods and services until every cache is synced - a
    reconcile before that would see a job without its pods and create duplicates;
-4. freeze the garbage collector's view of the now-large, long-lived cache (Python's
+5. freeze the garbage collector's view of the now-large, long-lived cache (Python's
    GC otherwise re-scans it on every collection: most of a big decode's time); what
    start-up made before the lists is frozen before them;
-5. run N workers.
+6. run N workers per kind.
 Shutdown (SIGTERM/SIGINT): stop handing out work, let in-flight reconciles finish
 (each writes its own status), write the recorded events (bounded), release the
 Lease, exit 0. Losing the Lease exits 1
@@ -29,26 +35,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import structlog
 
-from tfjob.api import constants as c
-from tfjob.api.errors import PermanentError, TemporaryError
-from tfjob.api.observed import Pod, Service
 from tfjob.core.settings import Settings
+from tfjob.frameworks.framework import Framework
+from tfjob.frameworks.registry import FRAMEWORKS
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
-from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.consistency import JobCaches
-from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_PROTO_CODEC, SERVICE_CODEC
+from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.controller import KindController
 from tfjob.runtimes.kubernetes.events import EventRecorder
 from tfjob.runtimes.kubernetes.gang_groups import GangGroups, GangUnavailable
-from tfjob.runtimes.kubernetes.handlers import Wiring
 from tfjob.runtimes.kubernetes.informer import Informer
 from tfjob.runtimes.kubernetes.leader import LeaderConfig, LeaderElector, LeadershipLost
 from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.reconciler import Reconciler
-from tfjob.runtimes.kubernetes.resources import OWNED_SELECTOR, PODS, SERVICES, TFJOBS
 from tfjob.runtimes.kubernetes.server import Servers
-from tfjob.runtimes.kubernetes.workqueue import WorkQueue
 
 log = structlog.get_logger("tfjob.operator")
 
@@ -83,6 +84,32 @@ class OperatorOptions:
     kube_api_qps: float = 0.0  # 0: no client-side throttle
     kube_api_burst: int = 0
     gang_scheduler_name: str = ""  # "": gang scheduling off (tfjob.core.gang)
+    # The kinds to serve, by kind name ("TFJob", "PyTorchJob"); empty: every kind
+    # (Kubeflow's --enable-scheme).
+    kinds: tuple[str, ...] = ()
+    # PyTorchJob's init container (Kubeflow's --pytorch-init-container-*).
+    pytorch_init_container_image: str = Settings().pytorch_init_container_image
+    pytorch_init_container_max_tries: int = Settings().pytorch_init_container_max_tries
+    # MPIJob's launcher init container (Kubeflow's --mpi-kubectl-delivery-image).
+    mpi_kubectl_delivery_image: str = Settings().mpi_kubectl_delivery_image
+
+    def settings(self) -> Settings:
+        return Settings(
+            cluster_domain=self.cluster_domain,
+            gang_scheduler_name=self.gang_scheduler_name,
+            pytorch_init_container_image=self.pytorch_init_container_image,
+            pytorch_init_container_max_tries=self.pytorch_init_container_max_tries,
+            mpi_kubectl_delivery_image=self.mpi_kubectl_delivery_image,
+        )
+
+
+class GroupVersion(msgspec.Struct):
+    """The API server's discovery document of one group/version (its resources)."""
+
+    class APIResource(msgspec.Struct):
+        name: str
+
+    resources: list[APIResource] = []
 
 
 class Operator:
@@ -90,48 +117,35 @@ class Operator:
 
     def __init__(self, options: OperatorOptions, client: KubeClient) -> None:
         self.options = options
+        self._client = client
         self.metrics = Metrics()
         client.on_response = self.metrics.count_request
-        self.queue = WorkQueue(hooks=self.metrics.queue_hooks())
         # Creates and deletes in flight: Events yield to them.
         self.writes = ReconcileWrites()
         self.recorder = EventRecorder(
             client.with_own_budget(), registry=self.metrics.registry, writes=self.writes
         )
-        ns = options.namespace
-        self.caches = JobCaches(
-            jobs=Informer(client, TFJOBS, JOB_CODEC, namespace=ns),
-            pods=Informer(
-                client, PODS, POD_PROTO_CODEC, namespace=ns, label_selector=OWNED_SELECTOR
-            ),
-            services=Informer(
-                client,
-                SERVICES,
-                SERVICE_CODEC,
-                namespace=ns,
-                label_selector=OWNED_SELECTOR,
-                metadata_only=True,  # the core reads only a service's metadata
-            ),
-        )
-        self._wire()
         self.gang = (
             GangGroups(client, self.recorder, self.metrics, options.gang_scheduler_name)
             if options.gang_scheduler_name
             else None
         )
-        self.reconciler = Reconciler(
-            client=client,
-            caches=self.caches,
-            recorder=self.recorder,
-            metrics=self.metrics,
-            settings=Settings(
-                cluster_domain=options.cluster_domain,
-                gang_scheduler_name=options.gang_scheduler_name,
-            ),
-            writes=self.writes,
-            parallelism=options.parallelism,
-            gang=self.gang,
-        )
+        settings = options.settings()
+        self.controllers: dict[str, KindController] = {
+            kind.kind: KindController(
+                kind,
+                client,
+                namespace=options.namespace,
+                recorder=self.recorder,
+                metrics=self.metrics,
+                writes=self.writes,
+                settings=settings,
+                parallelism=options.parallelism,
+                gang=self.gang,
+            )
+            for kind in enabled_kinds(options.kinds)
+        }
+        self.serving: list[KindController] = []  # those whose CRD is installed (run)
         self.elector = (
             LeaderElector(
                 client,
@@ -154,12 +168,6 @@ class Operator:
         )
         self._synced = False
 
-    def _wire(self) -> None:
-        wiring = Wiring(self.queue, self.recorder, self.metrics)
-        self.caches.jobs.add_handlers(wiring.job_handlers())
-        self.caches.pods.add_handlers(wiring.owned_handlers(Pod))
-        self.caches.services.add_handlers(wiring.owned_handlers(Service))
-
     def synced(self) -> bool:
         return self._synced
 
@@ -178,6 +186,13 @@ class Operator:
         try:
             if self.elector is not None and not await _unless_stopped(self.elector.acquire(), stop):
                 return 0
+            self.serving = await self._served()
+            if not self.serving:
+                log.error(
+                    "no kind to serve: install a CRD of an enabled kind",
+                    enabled=[k.kind.kind for k in self.controllers.values()],
+                )
+                return 1
             return await self._lead(stop)
         finally:
             if self.elector is not None:
@@ -190,21 +205,21 @@ class Operator:
         # collection before the caches are frozen too (_sync).
         gc.collect()
         gc.freeze()
-        background = [
-            asyncio.create_task(self.caches.pods.run(), name="informer-pods"),
-            asyncio.create_task(self.caches.services.run(), name="informer-services"),
-            asyncio.create_task(self.caches.jobs.run(), name="informer-tfjobs"),
-            asyncio.create_task(self.queue.run_timer(), name="queue-timer"),
-            asyncio.create_task(self.recorder.run(), name="events"),
+        background = [task for k in self.serving for task in k.watch()]
+        background += [
+            asyncio.create_task(k.queue.run_timer(), name=f"queue-timer-{k.kind.plural}")
+            for k in self.serving
         ]
+        background.append(asyncio.create_task(self.recorder.run(), name="events"))
         if self.elector is not None:
             background.append(asyncio.create_task(self.elector.hold(), name="lease"))
         try:
             if not await _unless_stopped(self._sync(), stop, background):
                 return self._exit_code(background)
             async with asyncio.TaskGroup() as group:
-                for number in range(self.options.workers):
-                    group.create_task(self._work(), name=f"worker-{number}")
+                for kind in self.serving:
+                    for number in range(self.options.workers):
+                        group.create_task(kind.work(), name=f"worker-{kind.kind.plural}-{number}")
                 group.create_task(self._stop_when(stop, background))
             # Events within the pod's 30 s grace period; when the Lease is lost, only a
             # moment for them: exit promptly.
@@ -227,68 +242,53 @@ class Operator:
         log.info(
             "caches synced",
             seconds=round(time.monotonic() - started, 3),
-            tfjobs=len(self.caches.jobs),
-            pods=len(self.caches.pods),
-            services=len(self.caches.services),
+            **{
+                k.kind.plural: {
+                    "jobs": len(k.caches.jobs),
+                    "pods": len(k.caches.pods),
+                    "services": len(k.caches.services),
+                }
+                for k in self.serving
+            },
         )
 
     @property
     def _informers(self) -> tuple[Informer[Any], ...]:
-        return (self.caches.jobs, self.caches.pods, self.caches.services)
+        return tuple(i for k in self.serving for i in k.informers)
+
+    async def _served(self) -> list[KindController]:
+        """The enabled kinds whose resource the API server serves (their CRD is
+        installed); each left out is named in a warning."""
+        served: set[tuple[str, str, str]] = set()
+        for group_version in {(k.kind.group, k.kind.version) for k in self.controllers.values()}:
+            path = "/apis/{}/{}".format(*group_version)
+            try:
+                document = msgspec.json.decode(await self._client.get_path(path), type=GroupVersion)
+            except ApiError as error:
+                if not error.not_found:
+                    raise
+                continue
+            served |= {(*group_version, r.name) for r in document.resources}
+        serving = []
+        for controller in self.controllers.values():
+            kind = controller.kind
+            if (kind.group, kind.version, kind.plural) in served:
+                serving.append(controller)
+            else:
+                log.warning(
+                    "not serving a kind: its CRD is not installed",
+                    kind=kind.kind,
+                    resource=f"{kind.plural}.{kind.group}",
+                )
+        log.info("serving", kinds=[k.kind.kind for k in serving])
+        return serving
 
     async def _stop_when(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
         """Shut the queue down on SIGTERM, or when a background task dies (lost Lease)."""
         await _unless_stopped(asyncio.Event().wait(), stop, background)
         log.info("stopping: finishing in-flight reconciles")
-        self.queue.shut_down()
-
-    async def _work(self) -> None:
-        """The worker loop: the one place that hands keys back to the queue, from the
-        reconciler's Result or the kind of error it raised."""
-        while True:
-            # A reconcile with nothing to write, and get() with keys waiting, never
-            # suspend: without this a worker would run a whole backlog (10,000 jobs
-            # after a restart) in one go, and /readyz, /healthz and the watches with it.
-            await asyncio.sleep(0)
-            if (key := await self.queue.get()) is None:
-                break
-            structlog.contextvars.bind_contextvars(job=key)
-            started = time.perf_counter()
-            result = "success"
-            try:
-                outcome = await self.reconciler.reconcile(key)
-            except Exception as error:  # a bad job must never stop a worker
-                result = "error"
-                self.metrics.reconcile_errors.labels(controller=c.CONTROLLER_NAME).inc()
-                self.retry(key, error)
-            else:
-                self.queue.forget(key)
-                if outcome.requeue_after is not None:
-                    self.queue.add_after(key, outcome.requeue_after)
-            finally:
-                self.queue.done(key)
-                elapsed = time.perf_counter() - started
-                self.metrics.reconcile_time.labels(controller=c.CONTROLLER_NAME).observe(elapsed)
-                self.metrics.reconcile_total.labels(
-                    controller=c.CONTROLLER_NAME, result=result
-                ).inc()
-                structlog.contextvars.clear_contextvars()
-
-    def retry(self, key: str, error: Exception) -> None:
-        """Hand `key` back to the queue after `error` from a reconcile, by its kind:
-        a PermanentError is given up (the job's next watch event brings it back), a
-        TemporaryError with a `delay` comes back after it, anything else (a bug
-        included) with per-key exponential backoff."""
-        text = str(error) or repr(error)
-        if isinstance(error, PermanentError):
-            log.error("reconcile failed, not retrying", error=text)
-            self.queue.forget(key)
-        elif isinstance(error, TemporaryError) and error.delay is not None:
-            log.info("reconciling again", after=error.delay, error=text)
-            self.queue.add_after(key, error.delay)
-        else:
-            log.warning("reconcile failed, will retry", error=text)
-            self.queue.add_rate_limited(key)
+        for kind in self.serving:
+            kind.queue.shut_down()
 
     @staticmethod
     def _exit_code(background: list[asyncio.Task[None]]) -> int:
@@ -302,6 +302,17 @@ class Operator:
                     log.error("background task failed", task=task.get_name(), error=repr(error))
                     return 1
         return 0
+
+
+def enabled_kinds(names: tuple[str, ...]) -> list[Framework[Any]]:
+    """The frameworks of the kinds named (every kind when none is), in FRAMEWORKS'
+    order; an unknown name is the caller's error (the command line checks them)."""
+    if not names:
+        return list(FRAMEWORKS.values())
+    unknown = set(names) - set(FRAMEWORKS)
+    if unknown:
+        raise ValueError(f"unknown kinds: {sorted(unknown)}")
+    return [kind for name, kind in FRAMEWORKS.items() if name in names]
 
 
 def _failed(tasks: list[asyncio.Task[None]]) -> bool:
@@ -349,6 +360,7 @@ async def serve(options: OperatorOptions) -> int:
         "starting",
         server=client.server,
         namespace=options.namespace or "(all)",
+        kinds=list(options.kinds) or "(all)",
         workers=options.workers,
         leader_elect=options.leader_elect,
         kubeconfig_seconds=round(kubeconfig_seconds, 3),

@@ -1,4 +1,4 @@
-"""One reconcile of one TFJob on Kubernetes: observe, ask the core, act, record.
+"""One reconcile of one job on Kubernetes: observe, ask the core, act, record.
 
 The decisions are the core's (`tfjob.core.reconcile`); this module reads one job's
 view from the caches (consistency.py), turns the Plan into API calls in the order
@@ -21,29 +21,35 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
 from tfjob.api import constants as c
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.observed import Pod
-from tfjob.api.types import ObjectMeta, TFJob
+from tfjob.api.types import Job, ObjectMeta
 from tfjob.core import conditions
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
     Action,
     CreateGroup,
+    CreateOwned,
     CreatePod,
     CreateService,
     DeleteGroup,
     DeleteJob,
+    DeleteOwned,
     DeletePod,
+    DeleteService,
     Plan,
     UpdateGroup,
+    UpdateOwned,
 )
 from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
 from tfjob.core.settings import Settings
+from tfjob.frameworks.framework import Framework
 from tfjob.runtimes.kubernetes.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
 from tfjob.runtimes.kubernetes.consistency import Held, JobCaches, JobView
@@ -52,7 +58,8 @@ from tfjob.runtimes.kubernetes.dry_run import DryRun
 from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.gang_groups import GangGroups
 from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.owned_objects import OwnedObjects
+from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource, jobs_of
 from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
 
 log = structlog.get_logger("tfjob.reconciler")
@@ -109,11 +116,12 @@ Step = Action | WriteStatus
 
 
 class Reconciler:
-    """Carries out the core's plans for one job at a time (per call)."""
+    """Carries out the core's plans for one kind's jobs, one job at a time (per call)."""
 
     def __init__(
         self,
         *,
+        kind: Framework[Any],
         client: KubeClient,
         caches: JobCaches,
         recorder: EventRecorder,
@@ -125,9 +133,11 @@ class Reconciler:
         gang: GangGroups | None = None,
         dry_run: DryRun | None = None,
     ) -> None:
+        self._kind = kind
+        self._jobs = jobs_of(kind)
         self._client = client
         self._caches = caches
-        self._status = StatusWriter(client)
+        self._status = StatusWriter(client, kind)
         self._recorder = recorder
         self._metrics = metrics
         self._settings = settings
@@ -136,6 +146,7 @@ class Reconciler:
         self._clock = clock
         self._gang = gang
         self._dry_run = dry_run or DryRun(client)
+        self._owned = OwnedObjects(client, recorder)
 
     async def reconcile(self, key: str) -> Result:
         """Bring job `key` one step closer to what the core wants; say when to look again."""
@@ -158,45 +169,61 @@ class Reconciler:
     async def _carry_out(self, view: JobView) -> Result:
         job = view.job
         if isinstance(job, UndecodableJob):
-            readable = TFJob(metadata=job.metadata, status=job.status)
+            readable = self._kind.job_type(metadata=job.metadata, status=job.status)
             await self._reject(view, readable, job.error)
             return DONE
         groups = await self._gang.observe(*view.key.split("/", 1)) if self._gang else []
         try:
-            plan = decide(job, view.pods, view.services, self._clock(), self._settings, groups)
+            plan = decide(
+                job, view.pods, view.services, self._clock(), self._settings, groups, view.owned
+            )
             renderer = PodRenderer(job, self._settings)  # the plan's pods, made as created
-            refusal = await self._admission_refusal(job, bool(view.pods), plan, renderer)
+            check = self._dry_run.needed(job.metadata.uid, bool(view.pods), plan.actions)
+            # With owned objects to write, the first pods' dry run comes after them (an
+            # MPIJob launcher's ServiceAccount must exist for the API server to admit
+            # it); otherwise before anything is done.
+            later = check and any(isinstance(a, CreateOwned | UpdateOwned) for a in plan.actions)
+            refusal = None
+            if check and not later:
+                refusal = await self._dry_run.refusal(job.metadata, plan.actions, renderer)
         except _SPEC_ERRORS as error:
-            # The core is pure: an exception means a spec it could not read. Retrying
-            # would raise it again forever, so the job fails, naming what was read.
-            refusal = f"its spec could not be read ({type(error).__name__}: {error})"
+            refusal = self._unreadable(error)
         if refusal is not None:
             await self._reject(view, job, refusal)
             return DONE
-        ref = _ref(job.metadata)
+        ref = self._ref(job.metadata)
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
         if not plan.status_changed:
             self._count(job, view.pods, plan)
-        errors, job_deleted = await self._act(view, ref, plan, renderer)
+        errors, job_deleted, refusal = await self._act(view, ref, plan, renderer, later)
+        if refusal is not None:
+            await self._reject(view, job, refusal)
+            return DONE
         if errors:
             raise _failure(errors)
         return Result(requeue_after=None if job_deleted else plan.requeue_after)
 
-    async def _write_status(self, view: JobView, job: TFJob, plan: Plan) -> None:
+    @staticmethod
+    def _unreadable(error: Exception) -> str:
+        # The core is pure: an exception means a spec it could not read. Retrying
+        # would raise it again forever, so the job fails, naming what was read.
+        return f"its spec could not be read ({type(error).__name__}: {error})"
+
+    async def _write_status(self, view: JobView, job: Job, plan: Plan) -> None:
         """Write the plan's status; the metrics that follow from it are counted once
         it is stored."""
         try:
             version = await self._status.write(job.metadata, job.status, plan.status)
         except StatusConflict as conflict:
-            view.wrote(TFJOBS, conflict.resource_version)
+            view.wrote(self._jobs, conflict.resource_version)
             raise
         if version is not None:
-            view.wrote(TFJOBS, version)
+            view.wrote(self._jobs, version)
             self._count(job, view.pods, plan)
 
-    def _count(self, job: TFJob, pods: list[Pod], plan: Plan) -> None:
-        ns = job.metadata.namespace
+    def _count(self, job: Job, pods: list[Pod], plan: Plan) -> None:
+        ns, framework = job.metadata.namespace, self._kind.metrics_name
         if not conditions.is_finished(job.status):
             failed = sum(1 for p in pods if p.status.phase == "Failed")
             if failed:
@@ -208,18 +235,21 @@ class Reconciler:
             if conditions.is_true(plan.status, condition_type) and not conditions.is_true(
                 job.status, condition_type
             ):
-                self._metrics.job(counter, ns)
+                self._metrics.job(counter, ns, framework)
+        restarting = self._kind.reason("Restarting")
         for event in plan.events:
-            if event.reason == "TFJobRestarting":
-                self._metrics.job(self._metrics.jobs_restarted, ns)
+            if event.reason == restarting:
+                self._metrics.job(self._metrics.jobs_restarted, ns, framework)
 
     # -- actions ----------------------------------------------------------------------
 
     async def _act(
-        self, view: JobView, ref: ObjectRef, plan: Plan, pods: PodRenderer
-    ) -> tuple[list[Exception], bool]:
+        self, view: JobView, ref: ObjectRef, plan: Plan, pods: PodRenderer, check: bool
+    ) -> tuple[list[Exception], bool, str | None]:
         """Carry out the plan's steps in order; runs of creates/deletes go out
-        concurrently. A failed status write ends the plan there."""
+        concurrently. A failed status write ends the plan there. `check`: the job's
+        first pods are dry-run before the first wave that creates pods; a refusal
+        (returned third) ends the plan there."""
         errors: list[Exception] = []
         gate = asyncio.Semaphore(self._parallelism)
 
@@ -231,9 +261,18 @@ class Reconciler:
         for wave in _waves(_steps(plan)):
             first = wave[0]
             if isinstance(first, WriteStatus):
-                assert isinstance(view.job, TFJob)
+                assert isinstance(view.job, Job)
                 await self._write_status(view, view.job, plan)
                 continue
+            if check and isinstance(first, CreatePod | DeletePod | CreateService | DeleteService):
+                check = False
+                assert isinstance(view.job, Job)
+                try:
+                    refusal = await self._dry_run.refusal(view.job.metadata, plan.actions, pods)
+                except _SPEC_ERRORS as error:
+                    refusal = self._unreadable(error)
+                if refusal is not None:
+                    return errors, job_deleted, refusal
             with self._writes.acting():  # Events wait behind these
                 if len(wave) == 1:
                     results = [await self._one(view, ref, first, pods)]
@@ -241,7 +280,7 @@ class Reconciler:
                     results = await asyncio.gather(*(bounded(a) for a in wave))  # type: ignore[arg-type]
             errors += [r for r in results if r is not None]
             job_deleted = job_deleted or (isinstance(first, DeleteJob) and not results[0])
-        return errors, job_deleted
+        return errors, job_deleted, None
 
     async def _one(
         self, view: JobView, ref: ObjectRef, action: Action, pods: PodRenderer
@@ -253,6 +292,8 @@ class Reconciler:
         if isinstance(action, CreateGroup | UpdateGroup | DeleteGroup):
             assert self._gang is not None, "group actions only come with gang scheduling on"
             return await self._gang.act(ref, action)
+        if isinstance(action, CreateOwned | UpdateOwned | DeleteOwned):
+            return await self._owned.act(view, ref, action)
         return await self._delete(view, ref, action)
 
     async def _create(
@@ -312,30 +353,33 @@ class Reconciler:
 
     async def _delete_job(self, ref: ObjectRef) -> Exception | None:
         try:
-            await self._client.delete(TFJOBS, ref.namespace, ref.name)
+            await self._client.delete(self._jobs, ref.namespace, ref.name)
         except (ApiError, TransportError) as error:
             self._recorder.record(ref, "Warning", "FailedDeleteJob", f"Error deleting: {error}")
             return error
         self._recorder.record(ref, "Normal", "SuccessfulDeleteJob", f"Deleted job: {ref.name}")
-        self._metrics.job(self._metrics.jobs_deleted, ref.namespace)
+        self._metrics.job(self._metrics.jobs_deleted, ref.namespace, self._kind.metrics_name)
         return None
 
     # -- jobs the model cannot read ---------------------------------------------------
 
-    async def _admission_refusal(
-        self, job: TFJob, has_pods: bool, plan: Plan, pods: PodRenderer
-    ) -> str | None:
-        """The API server's refusal of this job's first pods (dry_run.py), if any."""
-        uid = job.metadata.uid
-        if not self._dry_run.needed(uid, has_pods, plan.actions):
-            return None
-        return await self._dry_run.refusal(job.metadata, plan.actions, pods)
+    def _ref(self, meta: ObjectMeta) -> ObjectRef:
+        """The job as Events name it: its kind's, reported by its kind's controller."""
+        return ObjectRef(
+            namespace=meta.namespace,
+            name=meta.name,
+            uid=meta.uid,
+            resource_version=meta.resource_version,
+            kind=self._kind.kind,
+            api_version=self._kind.api_version,
+            reporter=self._kind.controller_name,
+        )
 
-    async def _reject(self, view: JobView, job: TFJob, problems: str) -> None:
-        """Mark a TFJob that cannot run Failed, naming the field, instead of retrying
+    async def _reject(self, view: JobView, job: Job, problems: str) -> None:
+        """Mark a job that cannot run Failed, naming the field, instead of retrying
         it forever (the core decides the condition and the event)."""
         plan = reject(job, self._clock(), problems)
-        ref = _ref(job.metadata)
+        ref = self._ref(job.metadata)
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
         if plan.status_changed:
@@ -358,7 +402,9 @@ def _steps(plan: Plan) -> list[Step]:
 
 def _waves(steps: Sequence[Step]) -> list[list[Step]]:
     """Maximal runs of pod/service actions (order-free among themselves); a status
-    write, a DeleteJob or a gang group action stands alone, after everything before it."""
+    write, a DeleteJob, a gang group action or an owned-object action stands alone,
+    after everything before it (an MPIJob's RoleBinding can only be made once its
+    Role exists: the API server checks the binder holds what the Role grants)."""
     waves: list[list[Step]] = []
     for step in steps:
         if _alone(step) or not waves or _alone(waves[-1][0]):
@@ -369,19 +415,20 @@ def _waves(steps: Sequence[Step]) -> list[list[Step]]:
 
 
 def _alone(step: Step) -> bool:
-    return isinstance(step, WriteStatus | DeleteJob | CreateGroup | UpdateGroup | DeleteGroup)
+    return isinstance(
+        step,
+        WriteStatus
+        | DeleteJob
+        | CreateGroup
+        | UpdateGroup
+        | DeleteGroup
+        | CreateOwned
+        | UpdateOwned
+        | DeleteOwned,
+    )
 
 
 def _what(action: Action) -> tuple[Resource, str]:
     if isinstance(action, CreatePod | DeletePod):
         return PODS, "pod"
     return SERVICES, "service"
-
-
-def _ref(meta: ObjectMeta) -> ObjectRef:
-    return ObjectRef(
-        namespace=meta.namespace,
-        name=meta.name,
-        uid=meta.uid,
-        resource_version=meta.resource_version,
-    )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tfjob.api import constants as c
-from tfjob.api.kinds import KindDeclaration
+from tfjob.api.kinds import KindDeclaration, OwnedKind
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,8 @@ def jobs_of(kind: KindDeclaration) -> Resource:
 def owned_by(kind: KindDeclaration) -> str:
     """The label selector of the pods and services made for one kind's jobs."""
     return f"{c.LABEL_OPERATOR_NAME}={kind.controller_name}"
+
+
+def resource_of(kind: OwnedKind) -> Resource:
+    """The resource of a kind of object jobs own: `configmaps`, `roles.rbac...`."""
+    return Resource(kind.group, kind.version, kind.plural)

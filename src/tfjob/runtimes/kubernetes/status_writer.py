@@ -1,4 +1,4 @@
-"""Writing a TFJob's status: one conditional PUT of the status subresource.
+"""Writing a job's status: one conditional PUT of the status subresource.
 
 The PUT carries the resourceVersion of the job the status was decided from, so the
 API server refuses it (409) if the job changed since. A conflict is not always a
@@ -16,12 +16,12 @@ from typing import Any
 
 import msgspec
 
-from tfjob.api import constants as c
 from tfjob.api.errors import TemporaryError
+from tfjob.api.kinds import KindDeclaration
 from tfjob.api.types import JobStatus, ObjectMeta
 from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
-from tfjob.runtimes.kubernetes.decode import decode_tfjob, resource_version_of
-from tfjob.runtimes.kubernetes.resources import TFJOBS
+from tfjob.runtimes.kubernetes.decode import decode_job_head, resource_version_of
+from tfjob.runtimes.kubernetes.resources import jobs_of
 
 STATUS_ATTEMPTS = 3
 
@@ -36,10 +36,12 @@ class StatusConflict(TemporaryError):
 
 
 class StatusWriter:
-    """Writes statuses with the conflict rule above."""
+    """Writes one kind's job statuses with the conflict rule above."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, kind: KindDeclaration) -> None:
         self._client = client
+        self._kind = kind
+        self._jobs = jobs_of(kind)
 
     async def write(self, meta: ObjectMeta, base: JobStatus, status: JobStatus) -> str | None:
         """PUT `status` for the job `meta` whose status was `base` when it was decided.
@@ -47,8 +49,8 @@ class StatusWriter:
         Returns the resourceVersion written, or None if the job is gone (404). Raises
         StatusConflict, or the API error of a failed request."""
         body: dict[str, Any] = {
-            "apiVersion": c.API_VERSION,
-            "kind": c.KIND,
+            "apiVersion": self._kind.api_version,
+            "kind": self._kind.kind,
             "metadata": {
                 "name": meta.name,
                 "namespace": meta.namespace,
@@ -58,7 +60,7 @@ class StatusWriter:
         }
         for _attempt in range(STATUS_ATTEMPTS):
             try:
-                raw = await self._client.replace_status(TFJOBS, meta.namespace, meta.name, body)
+                raw = await self._client.replace_status(self._jobs, meta.namespace, meta.name, body)
             except ApiError as error:
                 if error.not_found:
                     return None
@@ -70,9 +72,11 @@ class StatusWriter:
         raise StatusConflict(f"status of {meta.namespace}/{meta.name} kept changing")
 
     async def _fresh_version(self, meta: ObjectMeta, base: JobStatus) -> str:
-        fresh = decode_tfjob(await self._client.get(TFJOBS, meta.namespace, meta.name))
-        version = fresh.metadata.resource_version
-        if fresh.metadata.uid != meta.uid or fresh.status != base:
+        fresh, status = decode_job_head(
+            await self._client.get(self._jobs, meta.namespace, meta.name)
+        )
+        version = fresh.resource_version
+        if fresh.uid != meta.uid or status != base:
             message = f"status of {meta.namespace}/{meta.name} changed meanwhile"
             raise StatusConflict(message, version)
         return version

@@ -149,6 +149,7 @@ class LocalContainer:
         _, process = await loop.subprocess_exec(
             lambda: _Process(loop, self._log),
             *launch.argv,
+            executable=launch.executable,
             env=launch.env,
             cwd=launch.cwd,
             stdin=subprocess.DEVNULL,

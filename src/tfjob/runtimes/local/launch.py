@@ -27,11 +27,17 @@ class LaunchError(PermanentError, ValueError):
 
 @dataclass(frozen=True)
 class Launch:
-    """One process to start: what `asyncio.create_subprocess_exec` needs."""
+    """One process to start: what `asyncio.create_subprocess_exec` needs.
+
+    `argv[0]` is the command as the container writes it and `executable` the file
+    found for it, as a container runtime execs it: a program that reads its own
+    argv[0] sees the same locally (Open MPI's mpirun, given a full path, prepends that
+    prefix's bin to its ranks' PATH, so it could start another `python3`)."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: Path | None
+    executable: str | None = None
 
 
 # Inherited variables that would mislead a replica: the operator owns these.
@@ -70,7 +76,7 @@ def resolve(
     executable = find_executable(command[0], env.get("PATH", ""), cwd)
     if executable is None:
         raise LaunchError(not_found_message(command[0]))
-    return Launch(argv=[executable, *command[1:], *args], env=env, cwd=cwd)
+    return Launch(argv=[*command, *args], env=env, cwd=cwd, executable=executable)
 
 
 NO_COMMAND = "no command: a local replica cannot use the image's entrypoint"

@@ -11,6 +11,7 @@ the API's FieldError form so they read like, and are shown with, validation erro
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,16 @@ MAX_LOCAL_REPLICAS = 4096
 
 def check(job: Job, base_dir: Path) -> tuple[list[FieldError], list[str]]:
     """(errors that stop the run, warnings about what the local run leaves out)."""
-    errors: list[FieldError] = list(_check_size(job))
+    framework = framework_of(job)
+    if framework.local_refusal:
+        fix = f"run the {framework.kind} on Kubernetes (tfjob submit, or the operator)"
+        return [FieldError("kind", framework.local_refusal, fix)], []
+    errors: list[FieldError] = list(_check_size(job)) + list(_check_programs(job))
     warnings: list[str] = []
     if errors:
         return errors, warnings
     field = framework_of(job).spec_field
+    defaulted = with_defaults(job)
     for key, spec in job.spec.replica_specs.items():
         if spec.replicas == 0:
             continue
@@ -41,10 +47,41 @@ def check(job: Job, base_dir: Path) -> tuple[list[FieldError], list[str]]:
         path = f"spec.{field}[{key}].template.spec"
         if pod_spec.get("initContainers"):
             warnings.append(f"{path}.initContainers: init containers are not run locally")
-        for index, container in enumerate(pod_spec.get("containers") or []):
+        containers = pod_spec.get("containers") or []
+        added: dict[int, dict[str, Any]] = {}
+        if any(isinstance(ct, dict) and not ct.get("command") for ct in containers):
+            added = _added_commands(defaulted, key)
+        for index, container in enumerate(containers):
             where = f"{path}.containers[{index}]"
+            if isinstance(container, dict) and not container.get("command") and index in added:
+                container = {**container, **added[index]}
             errors += _check_container(container, where, base_dir)
     return errors, warnings + list(_added_init_containers(job))
+
+
+def _check_programs(job: Job) -> Iterator[FieldError]:
+    """The programs the kind needs on this machine (MPIJob: `mpirun`)."""
+    framework = framework_of(job)
+    for program, fix in framework.local_programs:
+        if shutil.which(program) is None:
+            yield FieldError(
+                "kind",
+                f"a local {framework.kind} needs {program!r}, which is not on PATH",
+                fix,
+            )
+
+
+def _added_commands(job: Job, key: str) -> dict[int, dict[str, Any]]:
+    """The command (and args) the kind gives a container that has none, by index
+    (MPIJob's Workers: `sleep 365d`): what runs, so what must exist here."""
+    if key not in job.spec.replica_specs:
+        return {}
+    pod = desired_pod(job, key, 0, Settings())
+    return {
+        index: {"command": container["command"], "args": container.get("args") or []}
+        for index, container in enumerate(pod["spec"].get("containers") or [])
+        if isinstance(container, dict) and container.get("command")
+    }
 
 
 def _added_init_containers(job: Job) -> Iterator[str]:
@@ -65,7 +102,7 @@ def _added_init_containers(job: Job) -> Iterator[str]:
                 yield (
                     f"{framework.kind} {key} pods: the init container "
                     f"{container.get('name')} a cluster adds is not run locally "
-                    "(every replica starts at once here)"
+                    f"({framework.local_init_reason})"
                 )
 
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,7 +45,7 @@ from tfjob.core.plan import (
 from tfjob.core.progress import ReplicaView, RunObserver
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
-from tfjob.frameworks.registry import framework_of
+from tfjob.frameworks.registry import framework_of, with_defaults
 from tfjob.runtimes.local.kubelet import LocalKubelet
 from tfjob.runtimes.local.ports import pick_addresses
 from tfjob.runtimes.local.services import ServiceBook
@@ -70,7 +73,13 @@ class LocalRun:
         self._stopping = False
         self._services = ServiceBook()
         self._last_events: set[Event] = set()
-        self._settings = Settings(local_addresses=pick_addresses(self.job), require_image=False)
+        self._files = _LocalFiles(self.job)
+        self._settings = Settings(
+            local_addresses=pick_addresses(self.job),
+            require_image=False,
+            local_files_dir=self._files.folder,
+            local_as_root=os.geteuid() == 0,
+        )
         self._kubelet: LocalKubelet | None = None
 
     def stop(self) -> None:
@@ -99,6 +108,7 @@ class LocalRun:
         finally:
             await self._kubelet.shutdown()
             watchdog.close()
+            self._files.remove()
             self._save()
         return self.job
 
@@ -141,6 +151,8 @@ class LocalRun:
                 done = self._services.delete(action.name)
             case DeleteJob():
                 done = True
+            case _:  # a gang group or an owned object: nothing of it exists locally
+                done = False
         return done
 
     def _outcome(self, done: bool, reason: str, message: str) -> None:
@@ -181,6 +193,27 @@ class LocalRun:
         self.options.run_dir.mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump(to_dict(self.job), sort_keys=False)
         (self.options.run_dir / "job.yaml").write_text(text)
+
+
+class _LocalFiles:
+    """The files the job's kind has a local run provide in place of what a cluster
+    mounts from the job's own objects (MPIJob's hostfile and rsh agent), in a
+    temporary folder of this run's, removed when the run ends."""
+
+    def __init__(self, job: Job) -> None:
+        files = framework_of(job).local_files(with_defaults(job))
+        self.folder: str | None = None
+        if not files:
+            return
+        self.folder = tempfile.mkdtemp(prefix=f"tfjob-{job.metadata.name}-")
+        for name, (text, mode) in files.items():
+            path = Path(self.folder) / name
+            path.write_text(text)
+            path.chmod(mode)
+
+    def remove(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def admitted(job: J, namespace: str | None) -> J:

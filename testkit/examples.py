@@ -1,0 +1,64 @@
+"""Running an example job end to end with `tfjob run`, as a user would, and reading
+the one `<PREFIX> {json}` report line each replica prints (tests/jax, tests/xgboost,
+tests/paddle)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
+RUN_LIMIT = 300.0  # seconds for one job; the examples take 5-15 s on 2 cores
+
+
+def run(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=RUN_LIMIT,
+        env={**(env if env is not None else os.environ), "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def reports(text: str, prefix: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(line[len(prefix) + 1 :])
+        for line in text.splitlines()
+        if line.startswith(prefix + " ")
+    ]
+
+
+def run_job(
+    job: Path, tmp_path: Path, pods: list[str], prefix: str, env: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """`tfjob run` the job to Succeeded (in `env`, default ours); each pod's report,
+    from its log."""
+    run_dir = tmp_path / "run"
+    done = run([*TFJOB, "run", str(job), "--run-dir", str(run_dir), "--no-view"], tmp_path, env)
+    assert done.returncode == 0, (
+        f"{job} did not succeed:\n{done.stdout[-4000:]}{done.stderr[-2000:]}"
+    )
+    found = {}
+    for pod in pods:
+        (report,) = reports((run_dir / f"{pod}.log").read_text(), prefix)
+        found[pod] = report
+    return found
+
+
+def single_process(
+    script: Path, tmp_path: Path, prefix: str, drop: tuple[str, ...]
+) -> dict[str, Any]:
+    """The reference: the script alone, one process, without the kind's env (`drop`)."""
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    done = run(["python3", str(script)], tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    (report,) = reports(done.stdout, prefix)
+    return report

@@ -1,0 +1,141 @@
+"""Fixtures for the tests of tfjob under a real Kueue (testkit/kueue.py).
+
+- ``kueue`` (module): Kueue's manager on the session's cluster, managing every kind
+  in ``KINDS``, for one test file. Module-scoped so that its webhooks, which the API
+  server calls for every job of those kinds, are gone before the session's other
+  tests run (a restart costs ~3 s). Skips (fails under ``CI=true``) when it cannot
+  be had, like the cluster.
+- ``kind`` (function): each test runs once per kind in ``KINDS``: the kinds tfjob's
+  operator serves. A kind is added here when the operator serves it.
+- ``worker_cluster`` (module): a second control plane standing for a MultiKueue
+  worker cluster, with the kinds' CRDs and a Kueue manager of its own.
+- ``queues`` (function): makes this test's ResourceFlavors, ClusterQueues,
+  LocalQueues and WorkloadPriorityClasses (cluster-scoped ones get unique names) and
+  deletes them after the test.
+- ``queued`` (function): the test's jobs of ``kind``, their pods, services, gang
+  groups and Kueue Workloads, read through the raw API (every field as stored).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.config.kubeconfig import KubeConfig
+
+from testkit.cluster import Cluster
+from testkit.controlplane import (
+    MANIFESTS_BASE,
+    ControlPlane,
+    ControlPlaneError,
+    ControlPlaneUnavailable,
+    apply_documents,
+    load_manifest,
+)
+from testkit.kueue import Kueue, QueuedJobs, Queues, Worker
+
+#: The kinds the operator serves, each run through every scenario.
+KINDS = ("TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob")
+#: The session fixture that installs each kind's CRD (tests/kubernetes/conftest.py).
+CRD_FIXTURES = {
+    "TFJob": "crd_installed",
+    "PyTorchJob": "pytorchjob_crd_installed",
+    "JAXJob": "kind_crds_installed",
+    "XGBoostJob": "kind_crds_installed",
+    "PaddleJob": "kind_crds_installed",
+}
+
+
+def crd_file(kind: str) -> str:
+    """The kind's CRD in manifests/base."""
+    return "crd.yaml" if kind == "TFJob" else f"{kind.lower()}-crd.yaml"
+
+
+_KUEUE = pytest.StashKey[Kueue]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test's report gets Kueue's log tail."""
+    report: Any = yield
+    kueue = item.config.stash.get(_KUEUE, None)
+    if report.failed and kueue is not None:
+        report.sections.append(("kueue log", kueue.log_tail(60)))
+    return report
+
+
+@pytest.fixture(scope="module")
+def kueue(
+    cluster: Cluster,
+    control_plane: ControlPlane,
+    kube: Client,
+    request: pytest.FixtureRequest,
+    pytestconfig: pytest.Config,
+) -> Iterator[Kueue]:
+    """Kueue's manager for the session, managing every kind in KINDS. Their CRDs are
+    installed first so Kueue sets up their controllers at once."""
+    for kind in KINDS:
+        request.getfixturevalue(CRD_FIXTURES[kind])
+    try:
+        binary = control_plane.assets.tool("kueue")
+        started = Kueue(control_plane, kube, binary, KINDS).start()
+    except ControlPlaneUnavailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"no Kueue: {exc}", pytrace=False)
+        pytest.skip(f"no Kueue: {exc}")
+    except ControlPlaneError as exc:
+        pytest.fail(f"Kueue did not start:\n{exc}", pytrace=False)
+    pytestconfig.stash[_KUEUE] = started
+    try:
+        yield started
+    finally:
+        del pytestconfig.stash[_KUEUE]
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def worker_cluster(control_plane: ControlPlane) -> Iterator[Worker]:
+    """A second control plane as a MultiKueue worker cluster: the kinds' CRDs and a
+    Kueue manager of its own (no scheduler or nodes: its pods stay Pending)."""
+    plane = ControlPlane(control_plane.assets)
+    try:
+        plane.start()
+    except (ControlPlaneUnavailable, ControlPlaneError) as exc:
+        pytest.fail(f"the worker cluster did not start:\n{exc}", pytrace=False)
+    client = Client(KubeConfig.from_file(plane.kubeconfig_path), field_manager="tfjob-tests")
+    kueue = Kueue(plane, client, control_plane.assets.tool("kueue"), KINDS)
+    try:
+        for kind in KINDS:
+            apply_documents(client, load_manifest(MANIFESTS_BASE / crd_file(kind)))
+        kueue.start()
+        yield Worker(plane, client, kueue)
+    except ControlPlaneError as exc:
+        pytest.fail(f"Kueue did not start on the worker cluster:\n{exc}", pytrace=False)
+    finally:
+        kueue.stop()
+        client.close()
+        plane.stop()
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+# -- per test ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def queues(kueue: Kueue, control_plane: ControlPlane, namespace: str) -> Iterator[Queues]:
+    made = Queues(control_plane, namespace)
+    yield made
+    made.cleanup()
+
+
+@pytest.fixture
+def queued(kueue: Kueue, control_plane: ControlPlane, namespace: str, kind: str) -> QueuedJobs:
+    return QueuedJobs(control_plane, namespace, kind)

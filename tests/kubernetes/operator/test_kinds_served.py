@@ -1,0 +1,79 @@
+"""Which kinds one operator serves: every kind whose CRD is installed, or those
+`--enable-scheme` names; a kind left out is left alone.
+
+The first tests run the operator in-process on the in-memory API (testkit/fake_api.py),
+which serves only the resources it is told to: a stand-in for an API server without
+a kind's CRD, which the shared test API server (every CRD installed for the session)
+cannot be. The last runs the real operator on the real API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from testkit.fake_api import FakeApi
+from testkit.operators import Jobs, Operators, replica
+from tfjob.frameworks.pytorch import PYTORCH
+from tfjob.frameworks.registry import FRAMEWORKS
+from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
+from tfjob.runtimes.kubernetes.resources import EVENTS, LEASES, PODS, SERVICES, TFJOBS
+
+OPTIONS = OperatorOptions(namespace="default", metrics_port=-1, health_port=-1)
+
+
+async def _serve_until_synced(api: FakeApi, options: OperatorOptions) -> tuple[Operator, int]:
+    operator = Operator(options, api.client())  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    running = asyncio.create_task(operator.run(stop))
+    deadline = time.monotonic() + 10
+    while not operator.synced() and not running.done() and time.monotonic() < deadline:  # noqa: ASYNC110 (no event to wait on: synced() is a flag)
+        await asyncio.sleep(0.01)
+    stop.set()
+    return operator, await asyncio.wait_for(running, 10)
+
+
+async def test_a_kind_whose_crd_is_not_installed_is_left_out() -> None:
+    api = FakeApi(served=[PODS, SERVICES, EVENTS, LEASES, TFJOBS])  # no pytorchjobs
+    operator, code = await _serve_until_synced(api, OPTIONS)
+    assert code == 0
+    assert set(operator.controllers) == set(FRAMEWORKS)  # every kind enabled
+    assert [k.kind.kind for k in operator.serving] == ["TFJob"]  # one served
+    listed = {r.resource for r in api.requests if r.verb in ("list", "watch")}
+    assert "tfjobs.kubeflow.org" in listed
+    assert "pytorchjobs.kubeflow.org" not in listed
+
+
+async def test_no_enabled_kind_installed_is_an_error() -> None:
+    api = FakeApi(served=[PODS, SERVICES, EVENTS, LEASES, TFJOBS])
+    options = OperatorOptions(
+        namespace="default", metrics_port=-1, health_port=-1, kinds=("PyTorchJob",)
+    )
+    operator, code = await _serve_until_synced(api, options)
+    assert code == 1
+    assert operator.serving == []
+
+
+@pytest.mark.usefixtures("pytorchjob_crd_installed")
+def test_enable_scheme_leaves_the_other_kinds_alone(operators: Operators, jobs: Jobs) -> None:
+    """With --enable-scheme=tfjob a PyTorchJob is another operator's: no pod, no status."""
+    operator = operators.start("--enable-scheme=tfjob")
+    pytorch = jobs.of(PYTORCH)
+    pytorch.create("theirs", {"Worker": _pytorch_replica(1)})
+    jobs.create("ours", {"Worker": replica(1)})
+    jobs.wait_pods({"ours-worker-0"})
+    jobs.wait_condition("ours", "Created")
+    time.sleep(1.0)  # several reconciles' time for a wrong one to show
+    assert set(jobs.pods()) == {"ours-worker-0"}
+    assert pytorch.status("theirs") == {}
+    created = "training_operator_jobs_created_total"
+    assert operator.metric(created, framework="tensorflow", job_namespace=jobs.namespace) == 1
+    assert operator.metric(created, framework="pytorch", job_namespace=jobs.namespace) == 0
+
+
+def _pytorch_replica(count: int, **extra: Any) -> dict[str, Any]:
+    container = {"name": "pytorch", "image": "registry.example/torch:2"}
+    return {**replica(count, containers=[container]), **extra}

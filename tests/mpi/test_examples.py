@@ -1,0 +1,64 @@
+"""The MPI example (examples/mpi), run end to end with `tfjob run` as a user would,
+with Open MPI's real mpirun on this machine.
+
+Rank 0 prints an `MPI_REPORT {json}` line for every rank (gathered), which mpirun
+forwards to the Launcher's log. The test checks that the ranks are the ones the job describes (2
+Workers x 2 slots), that they trained together (the Allreduce keeps every rank's
+weights equal; four ranks fitting their own shards would end apart), and that the
+result is the single-process run's: each step's gradient is the sum over every
+shard, as over all rows at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testkit.examples import TFJOB, reports, run, single_process
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mpi"
+TOLERANCE = 1e-9  # relative; float64, the Allreduce adds the shards in another order
+
+
+def test_four_ranks_train_as_one_process(tmp_path: Path) -> None:
+    reference = single_process(EXAMPLES / "train.py", tmp_path, "MPI_REPORT", ())
+    assert reference["ranks"] == 1
+    run_dir = tmp_path / "run"
+    done = run(
+        [*TFJOB, "run", str(EXAMPLES / "job.yaml"), "--run-dir", str(run_dir), "--no-view"],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "MPIJob mpi-regression is successfully completed." in done.stdout + done.stderr
+    found = reports((run_dir / "mpi-regression-launcher.log").read_text(), "MPI_REPORT")
+    assert sorted(r["rank"] for r in found) == [0, 1, 2, 3]
+    assert {r["ranks"] for r in found} == {4}
+    first = found[0]
+    for report in found:
+        assert report["weights"] == first["weights"]
+    assert first["loss"] < 0.05  # it learned: the noise's variance is 0.01
+    assert first["loss"] == pytest.approx(reference["loss"], rel=TOLERANCE)
+    assert first["weights"] == pytest.approx(reference["weights"], rel=TOLERANCE, abs=1e-12)
+    final = yaml.safe_load((run_dir / "job.yaml").read_text())
+    assert [c["type"] for c in final["status"]["conditions"]][-1] == "Succeeded"
+
+
+def test_more_ranks_than_the_workers_slots_fail_the_job(tmp_path: Path) -> None:
+    """The local hostfile has the cluster's slots (Workers x slotsPerWorker), no more:
+    a fifth rank does not fit, mpirun fails, and the Launcher's failure is the job's."""
+    job = yaml.safe_load((EXAMPLES / "job.yaml").read_text())
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["command"] = ["mpirun", "-n", "5", "true"]
+    del launcher["workingDir"]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    run_dir = tmp_path / "run"
+    done = run([*TFJOB, "run", str(path), "--run-dir", str(run_dir), "--no-view"], tmp_path)
+    assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "1 Launcher replica(s) failed" in done.stderr
+    log = (run_dir / "mpi-regression-launcher.log").read_text()
+    assert "There are not enough slots available in the system to satisfy the 5" in log
+    final = yaml.safe_load((run_dir / "job.yaml").read_text())
+    assert [c["type"] for c in final["status"]["conditions"]][-1] == "Failed"
