@@ -97,7 +97,11 @@ class Cli:
         log = self.folder / f"tfjob-{time.monotonic_ns()}.log"
         handle = log.open("w")
         process = subprocess.Popen(
-            self.args(*args), stdout=handle, stderr=subprocess.STDOUT, env=_env()
+            self.args(*args),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+            preexec_fn=_ctrl_c_reaches_it,
         )
         handle.close()
         return Running(process, log)
@@ -106,6 +110,13 @@ class Cli:
         path = self.folder / f"job-{time.monotonic_ns()}.yaml"
         path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
         return path
+
+
+def _ctrl_c_reaches_it() -> None:
+    """In the child: SIGINT as in a terminal's foreground job. A test run started in
+    the background (`cmd &` without job control) ignores SIGINT, every child inherits
+    that, and Python then installs no KeyboardInterrupt: Ctrl-C would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @dataclass
