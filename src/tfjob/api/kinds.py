@@ -65,6 +65,10 @@ class KindDeclaration:
     port: int
     default_restart_policy: str
     controller_name: str  # the training.kubeflow.org/operator-name label value
+    schema_file: str  # its CRD's schema in tfjob/api/schema (api/schema_rules.py)
+    # The hint when a replica type is not one of `replica_types` ("use Master or
+    # Worker"); "" accepts unknown types, as upstream's TFJob does.
+    unknown_type_hint: str = ""
     # The `framework` label of upstream's job metrics: "pytorch" for PyTorchJob.
     framework_name: str = ""
     # The replica types an error message suggests, most common first.

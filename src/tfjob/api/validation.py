@@ -103,6 +103,14 @@ def _check_type_keys(specs: dict[str, ReplicaSpec], kind: KindDeclaration) -> It
                 f"keys {', '.join(repr(k) for k in keys)} name the same replica type {canonical!r}",
                 "keep one of them",
             )
+    if kind.unknown_type_hint:
+        for canonical, keys in by_type.items():
+            if canonical not in kind.replica_types:
+                yield FieldError(
+                    f"spec.{kind.spec_field}[{keys[0]}]",
+                    f"unsupported replica type {keys[0]!r}",
+                    kind.unknown_type_hint,
+                )
     yield from kind.check_types(by_type)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from tfjob.api import constants as c
+from tfjob.api import schema_rules
 from tfjob.api.containers import container_port
 from tfjob.api.defaults import default_replica_specs, default_run_policy
 from tfjob.api.errors import FieldError
@@ -94,9 +95,11 @@ class Framework(KindDeclaration, Generic[J]):
     def admission(
         self, document: dict[str, Any], *, require_image: bool, rules: bool
     ) -> list[FieldError]:
-        """Hook: what the API server's CRD schema (and, with `rules`, its CEL rules)
-        would refuse in `document`; nothing when the kind has no schema here."""
-        return []
+        """What the API server's CRD schema (the kind's `schema_file`) and, with
+        `rules`, its CEL rules would refuse in `document`."""
+        return schema_rules.check(
+            document, self.schema_file, require_image=require_image, rules=rules
+        )
 
     # --- pods -----------------------------------------------------------------------
 

@@ -18,14 +18,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import msgspec
 
 from tfjob.api import constants as c
 from tfjob.api import schema_rules
-from tfjob.api.errors import FieldError
 from tfjob.api.names import object_name
 from tfjob.api.types import Job, JobSpec, ReplicaSpec
 from tfjob.frameworks.framework import EnvVar, Framework, PodEnv, local_endpoint
@@ -59,25 +55,11 @@ class Jax(Framework[JAXJob]):
     port = 6666
     default_restart_policy = "Never"
     controller_name = "jaxjob-controller"
+    schema_file = schema_rules.JAXJOB_SCHEMA
+    unknown_type_hint = "a JAXJob has Workers only (process 0 coordinates): use Worker"
     status_selector = True  # the scale subresource's labelSelectorPath
     env_on_every_container = True
     owned_env = ("COORDINATOR_PORT", "COORDINATOR_ADDRESS", "NUM_PROCESSES", "PROCESS_ID")
-
-    def check_types(self, by_type: dict[str, list[str]]) -> Iterator[FieldError]:
-        for rtype, keys in by_type.items():
-            if rtype not in self.replica_types:
-                yield FieldError(
-                    f"spec.{self.spec_field}[{keys[0]}]",
-                    f"unsupported replica type {keys[0]!r}",
-                    "a JAXJob has Workers only (process 0 coordinates): use Worker",
-                )
-
-    def admission(
-        self, document: dict[str, Any], *, require_image: bool, rules: bool
-    ) -> list[FieldError]:
-        return schema_rules.check(
-            document, schema_rules.JAXJOB_SCHEMA, require_image=require_image, rules=rules
-        )
 
     def pod_env(self, job: JAXJob, settings: Settings) -> PodEnv:
         return _JaxEnv(job, self, settings)

@@ -123,6 +123,7 @@ class Mpi(Framework[MPIJob]):
     port = 9999
     default_restart_policy = "Never"
     controller_name = "mpijob-controller"
+    schema_file = schema_rules.MPIJOB_SCHEMA
     services = False
     default_port = False
     requires_named_container = False
@@ -209,13 +210,6 @@ class Mpi(Framework[MPIJob]):
                         "must be set",
                         "name the container, e.g. 'mpi'",
                     )
-
-    def admission(
-        self, document: dict[str, Any], *, require_image: bool, rules: bool
-    ) -> list[FieldError]:
-        return schema_rules.check(
-            document, schema_rules.MPIJOB_SCHEMA, require_image=require_image, rules=rules
-        )
 
     # --- pods -----------------------------------------------------------------------
 

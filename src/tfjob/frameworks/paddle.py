@@ -78,6 +78,8 @@ class Paddle(Framework[PaddleJob]):
     port = 36543
     default_restart_policy = "OnFailure"
     controller_name = "paddlejob-controller"
+    schema_file = schema_rules.PADDLEJOB_SCHEMA
+    unknown_type_hint = "use Worker (collective mode), or Master and Worker (parameter-server mode)"
     status_selector = True  # the scale subresource's labelSelectorPath
     env_on_every_container = True
     owned_env = ("PADDLE_*", "POD_IP_DUMMY")
@@ -117,22 +119,6 @@ class Paddle(Framework[PaddleJob]):
                 f"must not exceed maxReplicas, got {low} > {high}",
                 "lower minReplicas or raise maxReplicas",
             )
-
-    def check_types(self, by_type: dict[str, list[str]]) -> Iterator[FieldError]:
-        for rtype, keys in by_type.items():
-            if rtype not in self.replica_types:
-                yield FieldError(
-                    f"spec.{self.spec_field}[{keys[0]}]",
-                    f"unsupported replica type {keys[0]!r}",
-                    "use Worker (collective mode), or Master and Worker (parameter-server mode)",
-                )
-
-    def admission(
-        self, document: dict[str, Any], *, require_image: bool, rules: bool
-    ) -> list[FieldError]:
-        return schema_rules.check(
-            document, schema_rules.PADDLEJOB_SCHEMA, require_image=require_image, rules=rules
-        )
 
     def pod_env(self, job: PaddleJob, settings: Settings) -> PodEnv:
         return _PaddleEnv(job, self, settings)

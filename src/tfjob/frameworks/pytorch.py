@@ -133,6 +133,8 @@ class PyTorch(Framework[PyTorchJob]):
     default_restart_policy = "OnFailure"
     status_selector = True  # the scale subresource's labelSelectorPath
     controller_name = "pytorchjob-controller"
+    schema_file = schema_rules.PYTORCHJOB_SCHEMA
+    unknown_type_hint = "use Master or Worker"
     env_on_every_container = True
     owned_env = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_*")
     owned_kinds = (HPAS,)
@@ -193,22 +195,6 @@ class PyTorch(Framework[PyTorchJob]):
                 f"unknown value {elastic.rdzv_backend!r}",
                 f"use one of {', '.join(RDZV_BACKENDS)}",
             )
-
-    def check_types(self, by_type: dict[str, list[str]]) -> Iterator[FieldError]:
-        for rtype, keys in by_type.items():
-            if rtype not in self.replica_types:
-                yield FieldError(
-                    f"spec.{self.spec_field}[{keys[0]}]",
-                    f"unsupported replica type {keys[0]!r}",
-                    "use Master or Worker",
-                )
-
-    def admission(
-        self, document: dict[str, Any], *, require_image: bool, rules: bool
-    ) -> list[FieldError]:
-        return schema_rules.check(
-            document, schema_rules.PYTORCHJOB_SCHEMA, require_image=require_image, rules=rules
-        )
 
     def pod_env(self, job: PyTorchJob, settings: Settings) -> PodEnv:
         return _PyTorchEnv(job, self, settings)

@@ -51,6 +51,7 @@ class TensorFlow(Framework[TFJob]):
     port = c.DEFAULT_PORT
     default_restart_policy = c.DEFAULT_RESTART_POLICY
     controller_name = c.CONTROLLER_NAME
+    schema_file = schema_rules.TFJOB_SCHEMA
     framework_name = "tensorflow"
     messages = {
         "running": "{kind} {namespace}/{name} is running.",
@@ -80,11 +81,6 @@ class TensorFlow(Framework[TFJob]):
                 "must not have more than 1 Chief or Master role",
                 "keep either Chief or Master (they mean the same)",
             )
-
-    def admission(
-        self, document: dict[str, Any], *, require_image: bool, rules: bool
-    ) -> list[FieldError]:
-        return schema_rules.check(document, require_image=require_image, rules=rules)
 
     def pod_env(self, job: TFJob, settings: Settings) -> PodEnv:
         return _TFConfigEnv(TFConfigs(job, settings))

@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import msgspec
 
@@ -63,6 +62,8 @@ class XGBoost(Framework[XGBoostJob]):
     port = 9999
     default_restart_policy = "Never"
     controller_name = "xgboostjob-controller"
+    schema_file = schema_rules.XGBOOSTJOB_SCHEMA
+    unknown_type_hint = "use Master and Worker"
     env_on_every_container = True
     owned_env = ("MASTER_PORT", "MASTER_ADDR", "WORLD_SIZE", "RANK", "WORKER_PORT", "WORKER_ADDRS")
 
@@ -76,26 +77,12 @@ class XGBoost(Framework[XGBoostJob]):
                 )
 
     def check_types(self, by_type: dict[str, list[str]]) -> Iterator[FieldError]:
-        for rtype, keys in by_type.items():
-            if rtype not in self.replica_types:
-                yield FieldError(
-                    f"spec.{self.spec_field}[{keys[0]}]",
-                    f"unsupported replica type {keys[0]!r}",
-                    "use Master and Worker",
-                )
         if by_type and MASTER not in by_type:
             yield FieldError(
                 f"spec.{self.spec_field}[{MASTER}]",
                 "must be present",
                 "add a Master replica spec (one replica, the tracker every worker reports to)",
             )
-
-    def admission(
-        self, document: dict[str, Any], *, require_image: bool, rules: bool
-    ) -> list[FieldError]:
-        return schema_rules.check(
-            document, schema_rules.XGBOOSTJOB_SCHEMA, require_image=require_image, rules=rules
-        )
 
     def pod_env(self, job: XGBoostJob, settings: Settings) -> PodEnv:
         return _XGBoostEnv(job, self, settings)
