@@ -23,7 +23,7 @@ from tfjob.api.containers import container_port
 from tfjob.api.defaults import default_replica_specs, default_run_policy
 from tfjob.api.errors import FieldError
 from tfjob.api.kinds import KindDeclaration
-from tfjob.api.names import replica_key
+from tfjob.api.names import object_name, replica_key
 from tfjob.api.observed import Pod
 from tfjob.api.types import Job, ReplicaSpec, ReplicaStatus
 from tfjob.api.validation import check_job, check_replica_specs
@@ -124,6 +124,17 @@ class Framework(KindDeclaration, Generic[J]):
         (defaulting puts it there), else the kind's default."""
         found = container_port(spec.template.get("spec"), self.container_name, self.port_name)
         return self.port if found is None else found
+
+    def first_endpoint(self, job: J, settings: Settings, replica_type: str) -> tuple[str, str]:
+        """(host, port) at which replica 0 of `replica_type` is reached: the address the
+        local runtime chose for it, else its service name and the port its spec names
+        (the kind's default port without a spec)."""
+        local = local_endpoint(settings, replica_type)
+        if local is not None:
+            return local
+        spec = job.spec.replica_specs.get(replica_type)
+        port = self.replica_port(spec) if spec is not None else self.port
+        return object_name(job.metadata.name, replica_type, 0), str(port)
 
     def has_master(self, job: J) -> bool:
         """Whether the job has one of the kind's master types (Chief, Master, ...)."""

@@ -22,9 +22,8 @@ import msgspec
 
 from tfjob.api import constants as c
 from tfjob.api import schema_rules
-from tfjob.api.names import object_name
 from tfjob.api.types import Job, JobSpec, ReplicaSpec
-from tfjob.frameworks.framework import EnvVar, Framework, PodEnv, local_endpoint
+from tfjob.frameworks.framework import EnvVar, Framework, PodEnv
 from tfjob.frameworks.settings import Settings
 
 WORKER = c.WORKER
@@ -71,11 +70,7 @@ JAX = Jax()
 class _JaxEnv(PodEnv):
     def __init__(self, job: JAXJob, kind: Jax, settings: Settings) -> None:
         specs = job.spec.jax_replica_specs
-        worker = specs.get(WORKER)
-        address, port = local_endpoint(settings, WORKER) or (
-            object_name(job.metadata.name, WORKER, 0),
-            str(kind.replica_port(worker) if worker is not None else kind.port),
-        )
+        address, port = kind.first_endpoint(job, settings, WORKER)
         self._shared = [
             ("PYTHONUNBUFFERED", "1"),
             ("COORDINATOR_PORT", port),

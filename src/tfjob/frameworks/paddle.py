@@ -34,10 +34,10 @@ import msgspec
 from tfjob.api import constants as c
 from tfjob.api import schema_rules
 from tfjob.api.errors import FieldError
-from tfjob.api.names import object_name, replica_key
+from tfjob.api.names import replica_key
 from tfjob.api.types import Job, JobSpec, ReplicaSpec
 from tfjob.api.wire import Wire
-from tfjob.frameworks.framework import EnvVar, Framework, PodEnv, local_endpoint
+from tfjob.frameworks.framework import EnvVar, Framework, PodEnv
 from tfjob.frameworks.settings import Settings
 
 MASTER = c.MASTER
@@ -137,13 +137,7 @@ class _PaddleEnv(PodEnv):
         name = job.metadata.name
         self._ps_mode = MASTER in specs
         self._rendezvous = replica_key(MASTER if self._ps_mode else WORKER)
-        rtype = MASTER if self._ps_mode else WORKER
-        rendezvous = specs.get(rtype)
-        port = str(kind.replica_port(rendezvous) if rendezvous is not None else kind.port)
-        host = object_name(name, rtype, 0)
-        local = local_endpoint(settings, rtype)
-        if local is not None:
-            host, port = local
+        host, port = kind.first_endpoint(job, settings, MASTER if self._ps_mode else WORKER)
         self._port = port
         self._endpoint = f"{host}:{port}"
         self._head = [

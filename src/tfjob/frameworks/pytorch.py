@@ -316,10 +316,7 @@ class _PyTorchEnv(PodEnv):
         self._master: list[tuple[str, str]] = []
         self._world_size = str(total * nproc_count(spec.nproc_per_node))
         if self._has_master:
-            address, port = local_endpoint(settings, MASTER) or (
-                object_name(name, MASTER, 0),
-                str(kind.replica_port(specs[MASTER])),
-            )
+            address, port = kind.first_endpoint(job, settings, MASTER)
             self._master = [
                 ("MASTER_PORT", port),
                 ("PET_MASTER_PORT", port),

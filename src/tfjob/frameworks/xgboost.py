@@ -101,10 +101,7 @@ class _XGBoostEnv(PodEnv):
         total = sum(s.replicas or 0 for s in specs.values())
         master, worker = specs.get(MASTER), specs.get(WORKER)
         self._masters = (master.replicas or 0) if master is not None else 0
-        address, port = local_endpoint(settings, MASTER) or (
-            object_name(name, MASTER, 0),
-            str(kind.replica_port(master) if master is not None else kind.port),
-        )
+        address, port = kind.first_endpoint(job, settings, MASTER)
         self._head = [("MASTER_PORT", port), ("MASTER_ADDR", address)]
         self._world_size = str(total)
         self._tail: list[tuple[str, str]] = []
