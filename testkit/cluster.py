@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import signal
 import ssl
 import subprocess
 import time
@@ -47,6 +46,7 @@ from testkit.controlplane import (
     ControlPlaneError,
     _die_with_parent,
     _tail,
+    terminate,
 )
 from testkit.helpers import free_port
 
@@ -133,15 +133,7 @@ class Cluster:
     def stop(self) -> None:
         """SIGTERM each part (kwok first), SIGKILL what is still there after 10 s."""
         for name in _STOP_ORDER:
-            proc = self._procs.pop(name, None)
-            if proc is None or proc.poll() is not None:
-                continue
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            terminate(self._procs.pop(name, None))
 
     def __enter__(self) -> Cluster:
         return self.start()

@@ -128,33 +128,58 @@ def _run_build_script(timeout: float, *, build: bool) -> Assets:
     """Run build.sh (a version check when the cache is warm) and read its answer."""
     if not BUILD_SCRIPT.is_file():
         raise ControlPlaneUnavailable(f"{BUILD_SCRIPT} is missing")
+    folder = run_build_script(
+        BUILD_SCRIPT, timeout, build=build, unavailable=ControlPlaneUnavailable
+    )
+    apiserver = _executable(folder / "kube-apiserver")
+    etcd = _executable(folder / "etcd")
+    if not (apiserver and etcd):
+        raise ControlPlaneUnavailable(f"build.sh named {folder}, which lacks the binaries")
+    return Assets(apiserver, etcd, folder)
+
+
+def run_build_script(
+    script: Path, timeout: float, *, build: bool, unavailable: type[Exception]
+) -> Path:
+    """Run one of tools/*/build.sh and return the folder its last stdout line names;
+    raise `unavailable` with a reason fit for a skip when it cannot answer.
+
+    The scripts exit 2 when Go is missing and 3 when --no-build found no cache, their
+    last stderr line saying which; any other failure is a real build failure, whose
+    whole output is kept in a file (its last line rarely says why)."""
+    tool = script.parent.name  # "envtest", "node": the scripts' log prefix
+    shown = f"tools/{tool}/build.sh"
     try:
         done = subprocess.run(
-            ["bash", str(BUILD_SCRIPT), *([] if build else ["--no-build"])],
+            ["bash", str(script), *([] if build else ["--no-build"])],
             capture_output=True,
             text=True,
             timeout=timeout,
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        raise ControlPlaneUnavailable(f"tools/envtest/build.sh took over {timeout:.0f} s") from exc
+        raise unavailable(f"{shown} took over {timeout:.0f} s") from exc
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        # build.sh exits 2 when Go is missing and 3 when --no-build found no cache;
-        # its last stderr line says which, in words fit for a skip reason.
-        reason = lines[-1].removeprefix("envtest: ") if lines else f"exit {done.returncode}"
+        reason = lines[-1].removeprefix(f"{tool}: ") if lines else f"exit {done.returncode}"
         if done.returncode not in (2, 3):
-            # A real build failure: keep the whole output, the last line rarely says why.
-            log = Path(tempfile.gettempdir()) / "tfjob-envtest-build.log"
+            log = Path(tempfile.gettempdir()) / f"tfjob-{tool}-build.log"
             log.write_text(done.stderr)
             reason += f" (full output: {log})"
-        raise ControlPlaneUnavailable(f"tools/envtest/build.sh: {reason}")
-    folder = Path(done.stdout.strip().splitlines()[-1])
-    apiserver = _executable(folder / "kube-apiserver")
-    etcd = _executable(folder / "etcd")
-    if not (apiserver and etcd):
-        raise ControlPlaneUnavailable(f"build.sh named {folder}, which lacks the binaries")
-    return Assets(apiserver, etcd, folder)
+        raise unavailable(f"{shown}: {reason}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def terminate(proc: subprocess.Popen[Any] | None, timeout: float = 10.0) -> None:
+    """SIGTERM a child that still runs; SIGKILL it if it has not exited in `timeout` s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout)
 
 
 def has_default_route(route_table: str = "/proc/net/route") -> bool:
@@ -713,16 +738,7 @@ class ControlPlane:
 
     def _stop_processes(self) -> None:
         for attr in ("_apiserver", "_etcd"):
-            proc: subprocess.Popen[bytes] | None = getattr(self, attr)
-            if proc is None:
-                continue
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
+            terminate(getattr(self, attr))
             setattr(self, attr, None)
 
 

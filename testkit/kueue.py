@@ -35,7 +35,6 @@ import copy
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -62,6 +61,7 @@ from testkit.controlplane import (
     _die_with_parent,
     _tail,
     apply_documents,
+    terminate,
 )
 from testkit.helpers import IMAGE, free_port, wait_for
 from tfjob.frameworks.registry import FRAMEWORKS
@@ -173,14 +173,7 @@ class Kueue:
             with contextlib.suppress(ApiError, OSError):
                 self.kube.delete(resource, name)
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        terminate(proc)
 
     def __enter__(self) -> Kueue:
         return self.start()

@@ -56,7 +56,13 @@ from typing import Any
 
 import yaml
 
-from testkit.controlplane import Assets, ControlPlaneUnavailable, find_assets
+from testkit.controlplane import (
+    Assets,
+    ControlPlaneUnavailable,
+    find_assets,
+    run_build_script,
+    terminate,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "node" / "build.sh"
@@ -145,25 +151,8 @@ def find_node_assets(*, build: bool = True, timeout: float = 3600.0) -> NodeAsse
         control_plane = find_assets(build=build)
     except ControlPlaneUnavailable as exc:
         raise NodeUnavailable(str(exc)) from exc
-    try:
-        done = subprocess.run(
-            ["bash", str(BUILD_SCRIPT), *([] if build else ["--no-build"])],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise NodeUnavailable(f"tools/node/build.sh took over {timeout:.0f} s") from exc
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        reason = lines[-1].removeprefix("node: ") if lines else f"exit {done.returncode}"
-        if done.returncode not in (2, 3):
-            log = Path(tempfile.gettempdir()) / "tfjob-node-build.log"
-            log.write_text(done.stderr)
-            reason += f" (full output: {log})"
-        raise NodeUnavailable(f"tools/node/build.sh: {reason}")
-    return NodeAssets(Path(done.stdout.strip().splitlines()[-1]), control_plane)
+    folder = run_build_script(BUILD_SCRIPT, timeout, build=build, unavailable=NodeUnavailable)
+    return NodeAssets(folder, control_plane)
 
 
 # -- namespaces, processes, mounts -------------------------------------------------------
@@ -1019,13 +1008,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
         proc = self._procs.pop(name, None)
         pid = self.pids.pop(name, None)
         if proc is not None:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
+            terminate(proc)
         elif pid is not None and _alive(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)

@@ -415,17 +415,9 @@ def _waves(steps: Sequence[Step]) -> list[list[Step]]:
 
 
 def _alone(step: Step) -> bool:
-    return isinstance(
-        step,
-        WriteStatus
-        | DeleteJob
-        | CreateGroup
-        | UpdateGroup
-        | DeleteGroup
-        | CreateOwned
-        | UpdateOwned
-        | DeleteOwned,
-    )
+    """Every step but a pod or service create/delete: a status write, a DeleteJob, a
+    gang group or owned object action."""
+    return not isinstance(step, CreatePod | DeletePod | CreateService | DeleteService)
 
 
 def _what(action: Action) -> tuple[Resource, str]:
