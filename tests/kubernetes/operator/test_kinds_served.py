@@ -69,6 +69,7 @@ def test_enable_scheme_leaves_the_other_kinds_alone(operators: Operators, jobs: 
     time.sleep(1.0)  # several reconciles' time for a wrong one to show
     assert set(jobs.pods()) == {"ours-worker-0"}
     assert pytorch.status("theirs") == {}
+    assert '{"kinds": ["TFJob"], "event": "serving"' in operator.log_tail(200)
     created = "training_operator_jobs_created_total"
     assert operator.metric(created, framework="tensorflow", job_namespace=jobs.namespace) == 1
     assert operator.metric(created, framework="pytorch", job_namespace=jobs.namespace) == 0
