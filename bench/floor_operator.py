@@ -36,8 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.operator_bench import create_objects
 from tfjob.core.settings import Settings
-from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.resources import EVENTS, OWNED_SELECTOR, PODS, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.transport.client import KubeClient
+from tfjob.runtimes.kubernetes.transport.resources import (
+    EVENTS,
+    OWNED_SELECTOR,
+    PODS,
+    TFJOBS,
+    Resource,
+)
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 REPLICAS = 4  # the race's jobs: 4 workers each

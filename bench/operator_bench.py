@@ -68,11 +68,11 @@ from tfjob.core.objects import PodRenderer, pod_manifest
 from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
-from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.decode import POD_CODEC, SERVICE_CODEC
-from tfjob.runtimes.kubernetes.events import SENDERS
-from tfjob.runtimes.kubernetes.informer import Informer
-from tfjob.runtimes.kubernetes.resources import (
+from tfjob.runtimes.kubernetes.cache.informer import Informer
+from tfjob.runtimes.kubernetes.controller.events import SENDERS
+from tfjob.runtimes.kubernetes.transport.client import KubeClient
+from tfjob.runtimes.kubernetes.transport.decode import POD_CODEC, SERVICE_CODEC
+from tfjob.runtimes.kubernetes.transport.resources import (
     EVENTS,
     OWNED_SELECTOR,
     PODS,
@@ -242,7 +242,7 @@ def plane_pids(plane: ControlPlane) -> dict[str, int]:
 
 
 async def create_namespace(client: KubeClient, name: str) -> None:
-    from tfjob.runtimes.kubernetes.resources import Resource
+    from tfjob.runtimes.kubernetes.transport.resources import Resource
 
     await client.create(Resource("", "v1", "namespaces"), "", {"metadata": {"name": name}})
 
@@ -713,7 +713,7 @@ async def request_costs(kubeconfig: Path, count: int = 1000) -> None:
             assert answer.status_code == 201
 
     async def via_aiohttp(i: int) -> None:
-        from tfjob.runtimes.kubernetes.resources import Resource
+        from tfjob.runtimes.kubernetes.transport.resources import Resource
 
         async with gate:
             await ours.create(Resource("", "v1", "configmaps"), ns, body(i, "ah"))

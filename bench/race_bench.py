@@ -66,8 +66,8 @@ from testkit.controlplane import ControlPlane, find_assets
 from testkit.helpers import free_port, job_manifest
 from tfjob.frameworks.framework import Framework
 from tfjob.frameworks.registry import FRAMEWORKS
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, SERVICES, Resource, jobs_of
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, SERVICES, Resource, jobs_of
 
 NAMESPACE = "race"
 THREADS = 4

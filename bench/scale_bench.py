@@ -90,11 +90,17 @@ from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
 from tfjob.frameworks.tensorflow import TENSORFLOW
-from tfjob.runtimes.kubernetes.client import METADATA_LIST, KubeClient
-from tfjob.runtimes.kubernetes.consistency import JOB_INDEX, owning_job
-from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
-from tfjob.runtimes.kubernetes.informer import Informer
-from tfjob.runtimes.kubernetes.resources import OWNED_SELECTOR, PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.cache.consistency import JOB_INDEX, owning_job
+from tfjob.runtimes.kubernetes.cache.informer import Informer
+from tfjob.runtimes.kubernetes.transport.client import METADATA_LIST, KubeClient
+from tfjob.runtimes.kubernetes.transport.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
+from tfjob.runtimes.kubernetes.transport.resources import (
+    OWNED_SELECTOR,
+    PODS,
+    SERVICES,
+    TFJOBS,
+    Resource,
+)
 
 JOBS_IN_FLIGHT = 16  # jobs being populated at once (each with its 8 objects at once)
 NAMESPACE = "bench-scale"

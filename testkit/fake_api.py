@@ -2,7 +2,7 @@
 `pkg/client/fake` beside envtest: a test that only needs a client needs no etcd.
 
 `FakeApi` holds the objects; `FakeApi.client()` hands out a `FakeClient`, which has
-the methods of `tfjob.runtimes.kubernetes.client.KubeClient` the shell calls, with
+the methods of `tfjob.runtimes.kubernetes.transport.client.KubeClient` the shell calls, with
 the same answers (JSON bytes) and the same errors (`ApiError` with the API server's
 codes and reasons, `TransportError`). What it keeps of the API server:
 
@@ -53,13 +53,13 @@ from typing import Any
 import msgspec
 
 from tfjob.frameworks.registry import FRAMEWORKS
-from tfjob.runtimes.kubernetes.client import (
+from tfjob.runtimes.kubernetes.transport.client import (
     METADATA,
     METADATA_LIST,
     ApiError,
     TransportError,
 )
-from tfjob.runtimes.kubernetes.resources import (
+from tfjob.runtimes.kubernetes.transport.resources import (
     EVENTS,
     LEASES,
     PODS,

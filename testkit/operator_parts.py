@@ -18,12 +18,12 @@ from testkit.operators import replica
 from tfjob.api.types import JobStatus, TFJob
 from tfjob.core.settings import Settings
 from tfjob.frameworks.tensorflow import TENSORFLOW
-from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.decode import decode_tfjob
-from tfjob.runtimes.kubernetes.dry_run import DryRun
-from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
-from tfjob.runtimes.kubernetes.reconciler import Reconciler
-from tfjob.runtimes.kubernetes.resources import TFJOBS
+from tfjob.runtimes.kubernetes.controller.dry_run import DryRun
+from tfjob.runtimes.kubernetes.controller.operator import Operator, OperatorOptions
+from tfjob.runtimes.kubernetes.controller.reconciler import Reconciler
+from tfjob.runtimes.kubernetes.transport.client import KubeClient
+from tfjob.runtimes.kubernetes.transport.decode import decode_tfjob
+from tfjob.runtimes.kubernetes.transport.resources import TFJOBS
 
 
 class OperatorParts:

@@ -9,7 +9,7 @@ import click
 import pytest
 
 from tfjob.interfaces.cluster import Duration, age
-from tfjob.runtimes.kubernetes.follow import replica_view, time_key
+from tfjob.interfaces.cluster_client.follow import replica_view, time_key
 
 
 @pytest.mark.parametrize(

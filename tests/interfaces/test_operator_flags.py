@@ -14,8 +14,8 @@ import structlog
 from click.testing import CliRunner, Result
 
 from tfjob.interfaces import operator_command
-from tfjob.runtimes.kubernetes import logging_setup
-from tfjob.runtimes.kubernetes.operator import OperatorOptions
+from tfjob.runtimes.kubernetes.controller import logging_setup
+from tfjob.runtimes.kubernetes.controller.operator import OperatorOptions
 
 #: The args of Kubeflow's own Deployment (v1.9 manifests plus its common options).
 KUBEFLOW_ARGS = [
@@ -187,9 +187,9 @@ def test_json_logs_do_without_rich_and_text_logs_keep_its_tracebacks(fmt: str, r
     start), for text with it, so a terminal still gets rich's tracebacks."""
     code = (
         "import sys\n"
-        "from tfjob.runtimes.kubernetes import logging_setup\n"
+        "from tfjob.runtimes.kubernetes.controller import logging_setup\n"
         f"logging_setup.configure('info', {fmt!r})\n"
-        "import structlog.dev, tfjob.runtimes.kubernetes.operator\n"
+        "import structlog.dev, tfjob.runtimes.kubernetes.controller.operator\n"
         "print('rich' in sys.modules, structlog.dev.rich is not None)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from testkit.controlplane import OPERATOR_USER, ControlPlane
-from tfjob.runtimes.kubernetes import credentials
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.credentials import Connection, CredentialsError, connection
-from tfjob.runtimes.kubernetes.resources import Resource
+from tfjob.runtimes.kubernetes.transport import credentials
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
+from tfjob.runtimes.kubernetes.transport.credentials import Connection, CredentialsError, connection
+from tfjob.runtimes.kubernetes.transport.resources import Resource
 
 STALE = "stale-token-the-api-server-does-not-know"
 

@@ -22,8 +22,8 @@ import pytest
 
 from testkit.fake_api import FakeApi
 from testkit.helpers import container, tfjob
-from tfjob.runtimes.kubernetes.client import METADATA_LIST, ApiError, KubeClient
-from tfjob.runtimes.kubernetes.resources import EVENTS, LEASES, PODS, TFJOBS
+from tfjob.runtimes.kubernetes.transport.client import METADATA_LIST, ApiError, KubeClient
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, TFJOBS
 
 
 class Script:

@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from testkit.controlplane import _Certificates
-from tfjob.runtimes.kubernetes import credentials
-from tfjob.runtimes.kubernetes.credentials import CredentialsError, connection
-from tfjob.runtimes.kubernetes.kubeconfig import Source, choose, read
+from tfjob.runtimes.kubernetes.transport import credentials
+from tfjob.runtimes.kubernetes.transport.credentials import CredentialsError, connection
+from tfjob.runtimes.kubernetes.transport.kubeconfig import Source, choose, read
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"  # read, not used
 

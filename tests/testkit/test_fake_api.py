@@ -12,10 +12,10 @@ import pytest
 
 from testkit.fake_api import FakeApi, FakeClient
 from testkit.helpers import tfjob
-from tfjob.runtimes.kubernetes.client import METADATA_LIST, ApiError, TransportError
-from tfjob.runtimes.kubernetes.decode import POD_CODEC
-from tfjob.runtimes.kubernetes.informer import Informer
-from tfjob.runtimes.kubernetes.resources import EVENTS, LEASES, PODS, TFJOBS
+from tfjob.runtimes.kubernetes.cache.informer import Informer
+from tfjob.runtimes.kubernetes.transport.client import METADATA_LIST, ApiError, TransportError
+from tfjob.runtimes.kubernetes.transport.decode import POD_CODEC
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, TFJOBS
 
 NS = "default"
 

@@ -15,7 +15,7 @@ collector never has to walk the cache).
 
 These structs are also the one declaration of the projection's protobuf form: each
 field carries its number in the Kubernetes API's protobuf messages (`pb`), and
-`runtimes/kubernetes/pod_proto.py` builds its message descriptor and its converters
+`runtimes/kubernetes/transport/pod_proto.py` builds its message descriptor and its converters
 from them. A field added here, with its number, is read from JSON and protobuf alike.
 """
 

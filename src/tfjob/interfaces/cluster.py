@@ -25,12 +25,8 @@ import msgspec
 from tfjob.api.kinds import KindDeclaration
 from tfjob.api.timestamps import parse_rfc3339
 from tfjob.api.types import JobCondition
-from tfjob.interfaces.job_files import BadInput
-from tfjob.interfaces.outcome import EXIT_FAILED, exit_status
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.credentials import Connection, CredentialsError, connection
-from tfjob.runtimes.kubernetes.follow import JobDeleted
-from tfjob.runtimes.kubernetes.jobs_api import (
+from tfjob.interfaces.cluster_client.follow import JobDeleted
+from tfjob.interfaces.cluster_client.jobs_api import (
     AmbiguousJob,
     JobsApi,
     NoJobApi,
@@ -39,6 +35,10 @@ from tfjob.runtimes.kubernetes.jobs_api import (
     kind_named,
     known_kinds,
 )
+from tfjob.interfaces.job_files import BadInput
+from tfjob.interfaces.outcome import EXIT_FAILED, exit_status
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
+from tfjob.runtimes.kubernetes.transport.credentials import Connection, CredentialsError, connection
 
 EXIT_CLUSTER = 3
 EXIT_TIMEOUT = 124

@@ -17,8 +17,8 @@ from tfjob.interfaces.cluster import (
     job_ref,
     on_cluster,
 )
-from tfjob.runtimes.kubernetes.follow import POLL_INTERVAL
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, kind_of, resource_name
+from tfjob.interfaces.cluster_client.follow import POLL_INTERVAL
+from tfjob.interfaces.cluster_client.jobs_api import JobsApi, NoSuchJob, kind_of, resource_name
 
 
 @click.command(name="delete")

@@ -25,8 +25,8 @@ from tfjob.interfaces.cluster import (
     on_cluster,
     parse_kind,
 )
-from tfjob.runtimes.kubernetes.follow import POLL_INTERVAL, owned_by, replica_view, state
-from tfjob.runtimes.kubernetes.jobs_api import (
+from tfjob.interfaces.cluster_client.follow import POLL_INTERVAL, owned_by, replica_view, state
+from tfjob.interfaces.cluster_client.jobs_api import (
     JobsApi,
     Object,
     event_time,

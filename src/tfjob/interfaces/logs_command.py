@@ -18,10 +18,10 @@ from tfjob.interfaces.cluster import (
     job_ref,
     on_cluster,
 )
+from tfjob.interfaces.cluster_client.follow import FollowOptions, JobFollower
+from tfjob.interfaces.cluster_client.jobs_api import JobsApi, kind_of
 from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput
-from tfjob.runtimes.kubernetes.follow import FollowOptions, JobFollower
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, kind_of
 
 _REPLICA = re.compile(r"[a-z]+-\d+")
 

@@ -20,10 +20,10 @@ from click.core import ParameterSource
 
 from tfjob.frameworks.registry import FRAMEWORKS
 from tfjob.frameworks.settings import Settings
-from tfjob.runtimes.kubernetes import logging_setup
+from tfjob.runtimes.kubernetes.controller import logging_setup
 
 if TYPE_CHECKING:
-    from tfjob.runtimes.kubernetes.operator import OperatorOptions
+    from tfjob.runtimes.kubernetes.controller.operator import OperatorOptions
 
 COMMAND_LINE = ParameterSource.COMMANDLINE
 DEFAULT = ParameterSource.DEFAULT
@@ -283,7 +283,7 @@ def command(ctx: click.Context, /, **params: Any) -> None:
 
 
 def run(options: OperatorOptions) -> int:
-    from tfjob.runtimes.kubernetes import operator
+    from tfjob.runtimes.kubernetes.controller import operator
 
     return operator.run(options)
 
@@ -301,7 +301,7 @@ def log_settings(params: dict[str, Any]) -> tuple[str, str | None]:
 
 def translate(ctx: click.Context, params: dict[str, Any]) -> OperatorOptions:
     """The command line (either flag family) as operator options."""
-    from tfjob.runtimes.kubernetes.operator import OperatorOptions
+    from tfjob.runtimes.kubernetes.controller.operator import OperatorOptions
 
     kinds = kinds_of(params["enable_scheme"])
     host, metrics, health = resolve_endpoints(ctx, params)

@@ -18,11 +18,11 @@ from tfjob.interfaces.cluster import (
     on_cluster,
     outcome,
 )
+from tfjob.interfaces.cluster_client.follow import JobFollower
+from tfjob.interfaces.cluster_client.jobs_api import JobsApi, Object, kind_of, resource_name
 from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput, read_jobs
-from tfjob.runtimes.kubernetes.client import ApiError
-from tfjob.runtimes.kubernetes.follow import JobFollower
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, Object, kind_of, resource_name
+from tfjob.runtimes.kubernetes.transport.client import ApiError
 
 
 @click.command(name="submit")

@@ -19,15 +19,15 @@ from tfjob.interfaces.cluster import (
     on_cluster,
     outcome,
 )
-from tfjob.interfaces.outcome import EXIT_FAILED
-from tfjob.runtimes.kubernetes.follow import (
+from tfjob.interfaces.cluster_client.follow import (
     POLL_INTERVAL,
     JobDeleted,
     is_finished,
     state,
     true_condition,
 )
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, Object, kind_of
+from tfjob.interfaces.cluster_client.jobs_api import JobsApi, NoSuchJob, Object, kind_of
+from tfjob.interfaces.outcome import EXIT_FAILED
 
 
 @click.command(name="wait")

@@ -23,7 +23,7 @@ from testkit.helpers import wait_for
 from testkit.kubelet import FakeKubelet
 from testkit.operators import STOP_TIMEOUT, Jobs, Operators, RunningOperator, replica
 from tfjob.api.constants import CONTROLLER_NAME
-from tfjob.runtimes.kubernetes.operator import EVENT_FLUSH_SECONDS
+from tfjob.runtimes.kubernetes.controller.operator import EVENT_FLUSH_SECONDS
 
 TIMEOUT = 90.0  # generous: CI machines and this one are small and shared
 VERBS = ("create", "patch")  # tfjob_event_writes_total

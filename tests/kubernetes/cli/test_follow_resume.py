@@ -17,9 +17,9 @@ from tfjob.api.kinds import KindDeclaration
 from tfjob.core.plan import Event
 from tfjob.core.progress import ReplicaView
 from tfjob.frameworks.tensorflow import TENSORFLOW
-from tfjob.runtimes.kubernetes.client import TransportError
-from tfjob.runtimes.kubernetes.follow import FollowOptions, JobFollower
-from tfjob.runtimes.kubernetes.jobs_api import LogLine
+from tfjob.interfaces.cluster_client.follow import FollowOptions, JobFollower
+from tfjob.interfaces.cluster_client.jobs_api import LogLine
+from tfjob.runtimes.kubernetes.transport.client import TransportError
 
 _T = "2026-12-01T06:00:"
 

@@ -1,4 +1,4 @@
-"""What the cluster commands read (runtimes/kubernetes/jobs_api.py), on the in-memory
+"""What the cluster commands read (interfaces/cluster_client/jobs_api.py), on the in-memory
 API (testkit/fake_api.py): its paths, selectors and errors answer as the real API
 server's (tests/kubernetes/test_fake_api_parity.py); the commands end to end run on
 the real one (test_commands.py, test_kinds.py)."""
@@ -14,7 +14,7 @@ from testkit.helpers import pytorchjob, tfjob
 from tfjob.api import constants as c
 from tfjob.frameworks.pytorch import PYTORCH
 from tfjob.frameworks.tensorflow import TENSORFLOW
-from tfjob.runtimes.kubernetes.jobs_api import (
+from tfjob.interfaces.cluster_client.jobs_api import (
     AmbiguousJob,
     JobsApi,
     NoJobApi,
@@ -22,7 +22,7 @@ from tfjob.runtimes.kubernetes.jobs_api import (
     kind_named,
     replicas_asked,
 )
-from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, jobs_of
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, jobs_of
 
 NS = "team"
 TFJOBS, PYTORCHJOBS = jobs_of(TENSORFLOW), jobs_of(PYTORCH)

@@ -19,7 +19,7 @@ import pytest
 
 from testkit.fake_api import FakeApi
 from testkit.operator_parts import OperatorParts
-from tfjob.runtimes.kubernetes.client import KubeClient
+from tfjob.runtimes.kubernetes.transport.client import KubeClient
 
 
 @pytest.fixture

@@ -29,10 +29,10 @@ from testkit.operator_parts import OperatorParts
 from testkit.operators import replica
 from tfjob.api.errors import PermanentError
 from tfjob.api.types import JobStatus
-from tfjob.runtimes.kubernetes import reconciler as reconciler_module
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
-from tfjob.runtimes.kubernetes.dry_run import DryRun
-from tfjob.runtimes.kubernetes.resources import TFJOBS
+from tfjob.runtimes.kubernetes.controller import reconciler as reconciler_module
+from tfjob.runtimes.kubernetes.controller.dry_run import DryRun
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.transport.resources import TFJOBS
 
 # A mount of a volume the pod does not have: the TFJob's schema cannot see it, the
 # API server's pod validation refuses it (422).

@@ -3,7 +3,7 @@ ever lengthens a wait (up to its fraction); a success starts again from the firs
 
 from __future__ import annotations
 
-from tfjob.runtimes.kubernetes.backoff import Backoff, exponential
+from tfjob.runtimes.kubernetes.cache.backoff import Backoff, exponential
 
 
 def test_waits_double_up_to_the_cap_and_start_again_after_a_reset() -> None:

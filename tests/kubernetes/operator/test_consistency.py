@@ -2,7 +2,7 @@
 shown equal to the real server's answers, resourceVersions and watch events by
 tests/kubernetes/test_fake_api_parity.py), and a restart on the real API server.
 
-What it must guarantee (runtimes/kubernetes/consistency.py, docs/consistency.md):
+What it must guarantee (runtimes/kubernetes/cache/consistency.py, docs/consistency.md):
 after a reconcile's own writes the job is held until the caches show them, so the next
 reconcile neither repeats a create nor decides from a status older than its own (it
 would stamp startTime again); a hold ends when the watch catches up, or after its
@@ -27,10 +27,10 @@ from testkit.operators import replica
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.types import JobCondition, JobStatus, TFJob
 from tfjob.frameworks.tensorflow import TENSORFLOW
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.consistency import Held, JobView
-from tfjob.runtimes.kubernetes.resources import TFJOBS
-from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
+from tfjob.runtimes.kubernetes.cache.consistency import Held, JobView
+from tfjob.runtimes.kubernetes.controller.status_writer import StatusConflict, StatusWriter
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
+from tfjob.runtimes.kubernetes.transport.resources import TFJOBS
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

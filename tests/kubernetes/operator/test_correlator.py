@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from tfjob.runtimes.kubernetes.events import COMBINED_PREFIX, Correlator, ObjectRef, Record
+from tfjob.runtimes.kubernetes.controller.events import (
+    COMBINED_PREFIX,
+    Correlator,
+    ObjectRef,
+    Record,
+)
 
 JOB = ObjectRef(namespace="ns", name="j", uid="uid-1")
 OTHER = ObjectRef(namespace="ns", name="k", uid="uid-2")

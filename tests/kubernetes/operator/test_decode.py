@@ -8,8 +8,9 @@ import msgspec
 import pytest
 
 from tfjob.api.types import TFJob
-from tfjob.runtimes.kubernetes import pod_proto
-from tfjob.runtimes.kubernetes.decode import (
+from tfjob.runtimes.kubernetes.cache.informer import is_newer
+from tfjob.runtimes.kubernetes.transport import pod_proto
+from tfjob.runtimes.kubernetes.transport.decode import (
     UndecodableJob,
     continue_token,
     decode_pod_page,
@@ -17,7 +18,6 @@ from tfjob.runtimes.kubernetes.decode import (
     decode_services,
     decode_tfjob,
 )
-from tfjob.runtimes.kubernetes.informer import is_newer
 
 POD = {
     "kind": "Pod",

@@ -20,11 +20,11 @@ import pytest
 from testkit.controlplane import ControlPlane
 from testkit.fake_api import FakeApi
 from testkit.fault_proxy import FaultProxy, Rule, token_of
-from tfjob.runtimes.kubernetes import events as events_module
-from tfjob.runtimes.kubernetes.activity import ReconcileWrites
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.events import COMBINED_PREFIX, EventRecorder, ObjectRef
-from tfjob.runtimes.kubernetes.resources import EVENTS
+from tfjob.runtimes.kubernetes.controller import events as events_module
+from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
+from tfjob.runtimes.kubernetes.controller.events import COMBINED_PREFIX, EventRecorder, ObjectRef
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS
 
 DROPS = ("rejected", "overflow", "shutdown")  # the reasons of tfjob_events_dropped_total
 

@@ -15,9 +15,9 @@ import msgspec
 from testkit.helpers import tfjob
 from testkit.operators import replica
 from tfjob.api.constants import CONTROLLER_NAME
-from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
-from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, SERVICES, TFJOBS
+from tfjob.runtimes.kubernetes.controller.operator import Operator, OperatorOptions
+from tfjob.runtimes.kubernetes.transport.client import KubeClient
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, SERVICES, TFJOBS
 
 
 async def _items(client: KubeClient, resource: Any, namespace: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The API side of gang scheduling (runtimes/kubernetes/gang_groups.py) on the in-memory API
+"""The API side of gang scheduling (runtimes/kubernetes/controller/gang_groups.py) on the in-memory API
 (testkit/fake_api.py): what it does with the answers to its group requests. The
 schedulers acting on the groups run on a real cluster in test_gang_scheduling.py."""
 
@@ -13,11 +13,11 @@ from testkit.fake_api import FakeApi
 from tfjob.api.errors import TemporaryError
 from tfjob.core import gang
 from tfjob.core.plan import CreateGroup, UpdateGroup
-from tfjob.runtimes.kubernetes.client import ApiError
-from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
-from tfjob.runtimes.kubernetes.gang_groups import GangGroups, GangUnavailable
-from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.resources import Resource
+from tfjob.runtimes.kubernetes.controller.events import EventRecorder, ObjectRef
+from tfjob.runtimes.kubernetes.controller.gang_groups import GangGroups, GangUnavailable
+from tfjob.runtimes.kubernetes.controller.metrics import Metrics
+from tfjob.runtimes.kubernetes.transport.client import ApiError
+from tfjob.runtimes.kubernetes.transport.resources import Resource
 
 NS = "default"
 PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups")

@@ -18,10 +18,10 @@ from testkit.fake_api import FakeApi
 from testkit.helpers import IMAGE, tfjob, until
 from testkit.operators import replica
 from tfjob.api.observed import Pod
-from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
-from tfjob.runtimes.kubernetes.informer import Handlers, Informer
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.cache.informer import Handlers, Informer
+from tfjob.runtimes.kubernetes.transport.client import KubeClient
+from tfjob.runtimes.kubernetes.transport.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
+from tfjob.runtimes.kubernetes.transport.resources import PODS, SERVICES, TFJOBS, Resource
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
 

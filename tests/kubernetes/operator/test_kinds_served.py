@@ -19,8 +19,8 @@ from testkit.fake_api import FakeApi
 from testkit.operators import Jobs, Operators, replica
 from tfjob.frameworks.pytorch import PYTORCH
 from tfjob.frameworks.registry import FRAMEWORKS
-from tfjob.runtimes.kubernetes.operator import Operator, OperatorOptions
-from tfjob.runtimes.kubernetes.resources import EVENTS, LEASES, PODS, SERVICES, TFJOBS
+from tfjob.runtimes.kubernetes.controller.operator import Operator, OperatorOptions
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, SERVICES, TFJOBS
 
 OPTIONS = OperatorOptions(namespace="default", metrics_port=-1, health_port=-1)
 

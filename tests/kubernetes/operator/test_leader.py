@@ -1,4 +1,4 @@
-"""Leader election on a Lease (runtimes/kubernetes/leader.py), on the in-memory API
+"""Leader election on a Lease (runtimes/kubernetes/controller/leader.py), on the in-memory API
 (testkit/fake_api.py): its 409s on a create race and on a stale PUT are the real API
 server's (tests/kubernetes/test_fake_api_parity.py). One operator replica holds the
 Lease; another takes it only once it has gone unrenewed for the lease duration by
@@ -14,8 +14,8 @@ import pytest
 
 from testkit.fake_api import FakeApi
 from testkit.helpers import until
-from tfjob.runtimes.kubernetes.leader import LeaderConfig, LeaderElector, LeadershipLost
-from tfjob.runtimes.kubernetes.resources import LEASES
+from tfjob.runtimes.kubernetes.controller.leader import LeaderConfig, LeaderElector, LeadershipLost
+from tfjob.runtimes.kubernetes.transport.resources import LEASES
 
 NS = "default"
 

@@ -9,8 +9,8 @@ import asyncio
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.workqueue import WorkQueue
+from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
+from tfjob.runtimes.kubernetes.controller.metrics import Metrics
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -18,11 +18,11 @@ from testkit.controlplane import ControlPlane
 from testkit.pod_pages import PAGE, PODS, Api, make_pods, release
 from tfjob.api.observed import Meta, Observed, PodStatus, pb
 from tfjob.api.timestamps import parse_rfc3339
-from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.decode import POD_CODEC, POD_PROTO_CODEC, continue_token
-from tfjob.runtimes.kubernetes.informer import Informer
-from tfjob.runtimes.kubernetes.pod_proto import PageDecoder
-from tfjob.runtimes.kubernetes.resources import PODS as PODS_RESOURCE
+from tfjob.runtimes.kubernetes.cache.informer import Informer
+from tfjob.runtimes.kubernetes.transport.client import KubeClient
+from tfjob.runtimes.kubernetes.transport.decode import POD_CODEC, POD_PROTO_CODEC, continue_token
+from tfjob.runtimes.kubernetes.transport.pod_proto import PageDecoder
+from tfjob.runtimes.kubernetes.transport.resources import PODS as PODS_RESOURCE
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pods"
 

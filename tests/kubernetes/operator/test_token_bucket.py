@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tfjob.runtimes.kubernetes.client import TokenBucket
+from tfjob.runtimes.kubernetes.transport.client import TokenBucket
 
 
 async def _queue(bucket: TokenBucket, order: list[str], *waiters: tuple[str, bool]) -> None:

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from tfjob.runtimes.kubernetes.backoff import ExponentialBackoff
-from tfjob.runtimes.kubernetes.workqueue import NEW_SHARE, WorkQueue
+from tfjob.runtimes.kubernetes.cache.backoff import ExponentialBackoff
+from tfjob.runtimes.kubernetes.cache.workqueue import NEW_SHARE, WorkQueue
 
 
 async def _get(queue: WorkQueue, within: float = 1.0) -> str | None:

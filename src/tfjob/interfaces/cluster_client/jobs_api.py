@@ -29,8 +29,8 @@ from tfjob.api.errors import InvalidJob, PermanentError
 from tfjob.api.kinds import KindDeclaration
 from tfjob.frameworks.load import decode_job
 from tfjob.frameworks.registry import FRAMEWORKS
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
-from tfjob.runtimes.kubernetes.resources import EVENTS, PODS, jobs_of, owned_by
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, jobs_of, owned_by
 
 Object = dict[str, Any]
 

@@ -50,17 +50,22 @@ from tfjob.core.reconcile import reconcile as decide
 from tfjob.core.reconcile import reject
 from tfjob.core.settings import Settings
 from tfjob.frameworks.framework import Framework
-from tfjob.runtimes.kubernetes.activity import ReconcileWrites
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
-from tfjob.runtimes.kubernetes.consistency import Held, JobCaches, JobView
-from tfjob.runtimes.kubernetes.decode import UndecodableJob, resource_version_of
-from tfjob.runtimes.kubernetes.dry_run import DryRun
-from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
-from tfjob.runtimes.kubernetes.gang_groups import GangGroups
-from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.owned_objects import OwnedObjects
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource, jobs_of
-from tfjob.runtimes.kubernetes.status_writer import StatusConflict, StatusWriter
+from tfjob.runtimes.kubernetes.cache.consistency import Held, JobCaches, JobView
+from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
+from tfjob.runtimes.kubernetes.controller.dry_run import DryRun
+from tfjob.runtimes.kubernetes.controller.events import EventRecorder, ObjectRef
+from tfjob.runtimes.kubernetes.controller.gang_groups import GangGroups
+from tfjob.runtimes.kubernetes.controller.metrics import Metrics
+from tfjob.runtimes.kubernetes.controller.owned_objects import OwnedObjects
+from tfjob.runtimes.kubernetes.controller.status_writer import StatusConflict, StatusWriter
+from tfjob.runtimes.kubernetes.transport.client import (
+    ApiError,
+    KubeClient,
+    RequestTimeout,
+    TransportError,
+)
+from tfjob.runtimes.kubernetes.transport.decode import UndecodableJob, resource_version_of
+from tfjob.runtimes.kubernetes.transport.resources import PODS, SERVICES, Resource, jobs_of
 
 log = structlog.get_logger("tfjob.reconciler")
 

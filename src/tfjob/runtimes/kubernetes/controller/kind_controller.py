@@ -22,23 +22,29 @@ import structlog
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.core.settings import Settings
 from tfjob.frameworks.framework import Framework
-from tfjob.runtimes.kubernetes.activity import ReconcileWrites
-from tfjob.runtimes.kubernetes.client import KubeClient
-from tfjob.runtimes.kubernetes.consistency import JobCaches
-from tfjob.runtimes.kubernetes.decode import (
+from tfjob.runtimes.kubernetes.cache.consistency import JobCaches
+from tfjob.runtimes.kubernetes.cache.informer import Informer
+from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
+from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
+from tfjob.runtimes.kubernetes.controller.events import EventRecorder
+from tfjob.runtimes.kubernetes.controller.gang_groups import GangGroups
+from tfjob.runtimes.kubernetes.controller.handlers import Wiring
+from tfjob.runtimes.kubernetes.controller.metrics import Metrics
+from tfjob.runtimes.kubernetes.controller.reconciler import Reconciler
+from tfjob.runtimes.kubernetes.transport.client import KubeClient
+from tfjob.runtimes.kubernetes.transport.decode import (
     POD_PROTO_CODEC,
     SERVICE_CODEC,
     JobDecoder,
     owned_codec,
 )
-from tfjob.runtimes.kubernetes.events import EventRecorder
-from tfjob.runtimes.kubernetes.gang_groups import GangGroups
-from tfjob.runtimes.kubernetes.handlers import Wiring
-from tfjob.runtimes.kubernetes.informer import Informer
-from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.reconciler import Reconciler
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, jobs_of, owned_by, resource_of
-from tfjob.runtimes.kubernetes.workqueue import WorkQueue
+from tfjob.runtimes.kubernetes.transport.resources import (
+    PODS,
+    SERVICES,
+    jobs_of,
+    owned_by,
+    resource_of,
+)
 
 log = structlog.get_logger("tfjob.operator")
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tfjob.runtimes.kubernetes.metrics import Metrics
+from tfjob.runtimes.kubernetes.controller.metrics import Metrics
 
 
 def metrics_app(metrics: Metrics) -> web.Application:

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tfjob.api.observed import OwnedObject, Pod, Service
-from tfjob.runtimes.kubernetes.consistency import JobCaches
-from tfjob.runtimes.kubernetes.decode import CachedJob
-from tfjob.runtimes.kubernetes.events import EventRecorder
-from tfjob.runtimes.kubernetes.informer import Handlers, key_of
-from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.workqueue import WorkQueue
+from tfjob.runtimes.kubernetes.cache.consistency import JobCaches
+from tfjob.runtimes.kubernetes.cache.informer import Handlers, key_of
+from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
+from tfjob.runtimes.kubernetes.controller.events import EventRecorder
+from tfjob.runtimes.kubernetes.controller.metrics import Metrics
+from tfjob.runtimes.kubernetes.transport.decode import CachedJob
 
 Owned = TypeVar("Owned", Pod, Service, OwnedObject)
 

@@ -29,7 +29,7 @@ import msgspec
 from tfjob.api.errors import InvalidJob
 from tfjob.api.observed import OwnedObject, Pod, Service, table
 from tfjob.api.types import Job, JobStatus, ObjectMeta, TFJob
-from tfjob.runtimes.kubernetes import pod_proto
+from tfjob.runtimes.kubernetes.transport import pod_proto
 
 SHARED_STRING = 64  # longer strings in a job's template are rarely repeated: not interned
 

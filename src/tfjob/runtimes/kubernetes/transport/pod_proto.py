@@ -12,7 +12,7 @@ its protobuf number (`pb`), and `PageDecoder` builds from those structs, once:
 - one converter per struct, from its message to the struct: one constructor call
   reading each field, interning the shared strings (as decode.py does for JSON) and
   writing times as `api/timestamps.py` does. Their source is generated
-  (`PageDecoder.source`; `python -m tfjob.runtimes.kubernetes.pod_proto` prints the
+  (`PageDecoder.source`; `python -m tfjob.runtimes.kubernetes.transport.pod_proto` prints the
   pods'), so they run as fast as hand-written ones.
 Only the list's envelope (`_ENVELOPE`: PodList, ListMeta, Time) is declared here;
 runtime.Unknown around it is read by `_field`.

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tfjob.runtimes.kubernetes.backoff import ExponentialBackoff
+from tfjob.runtimes.kubernetes.cache.backoff import ExponentialBackoff
 
 
 @dataclass

@@ -31,9 +31,15 @@ from typing import Any
 from tfjob.api import constants as c
 from tfjob.api.kinds import KindDeclaration, OwnedKind
 from tfjob.api.observed import OwnedObject, Pod, Service
-from tfjob.runtimes.kubernetes.decode import CachedJob
-from tfjob.runtimes.kubernetes.informer import Informer, is_newer, object_key
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES, Resource, jobs_of, resource_of
+from tfjob.runtimes.kubernetes.cache.informer import Informer, is_newer, object_key
+from tfjob.runtimes.kubernetes.transport.decode import CachedJob
+from tfjob.runtimes.kubernetes.transport.resources import (
+    PODS,
+    SERVICES,
+    Resource,
+    jobs_of,
+    resource_of,
+)
 
 HOLD_SECONDS = 15.0
 JOB_INDEX = "job"  # the pods and services caches' index by owning job key

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
 
-from tfjob.runtimes.kubernetes import kubeconfig
-from tfjob.runtimes.kubernetes.kubeconfig import (
+from tfjob.runtimes.kubernetes.transport import kubeconfig
+from tfjob.runtimes.kubernetes.transport.kubeconfig import (
     SERVICE_ACCOUNT,
     CredentialsError,
     ExecAnswer,

@@ -24,7 +24,7 @@ from prometheus_client import (
 )
 
 from tfjob.api import constants as c
-from tfjob.runtimes.kubernetes.workqueue import QueueHooks
+from tfjob.runtimes.kubernetes.cache.workqueue import QueueHooks
 
 _JOB_LABELS = ("job_namespace", "framework")
 # client-go's work-queue histograms: 10 ns to 1000 s, a decade per bucket.

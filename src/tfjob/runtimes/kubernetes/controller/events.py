@@ -57,10 +57,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tfjob.api import constants as c
 from tfjob.api.timestamps import rfc3339
-from tfjob.runtimes.kubernetes.activity import ReconcileWrites, now
-from tfjob.runtimes.kubernetes.backoff import Backoff
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.resources import EVENTS
+from tfjob.runtimes.kubernetes.cache.backoff import Backoff
+from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites, now
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS
 
 log = structlog.get_logger("tfjob.events")
 

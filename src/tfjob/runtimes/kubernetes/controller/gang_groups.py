@@ -22,10 +22,10 @@ import msgspec
 from tfjob.api.errors import PermanentError
 from tfjob.core import gang
 from tfjob.core.plan import CreateGroup, DeleteGroup, GroupKind, UpdateGroup
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
-from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.resources import Resource
+from tfjob.runtimes.kubernetes.controller.events import EventRecorder, ObjectRef
+from tfjob.runtimes.kubernetes.controller.metrics import Metrics
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
+from tfjob.runtimes.kubernetes.transport.resources import Resource
 
 
 class GangUnavailable(PermanentError):

@@ -24,11 +24,16 @@ from tfjob.api.errors import TemporaryError
 from tfjob.api.observed import OwnedObject
 from tfjob.core.owned import updated_object
 from tfjob.core.plan import CreateOwned, DeleteOwned, UpdateOwned
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, RequestTimeout, TransportError
-from tfjob.runtimes.kubernetes.consistency import JobView
-from tfjob.runtimes.kubernetes.decode import resource_version_of
-from tfjob.runtimes.kubernetes.events import EventRecorder, ObjectRef
-from tfjob.runtimes.kubernetes.resources import resource_of
+from tfjob.runtimes.kubernetes.cache.consistency import JobView
+from tfjob.runtimes.kubernetes.controller.events import EventRecorder, ObjectRef
+from tfjob.runtimes.kubernetes.transport.client import (
+    ApiError,
+    KubeClient,
+    RequestTimeout,
+    TransportError,
+)
+from tfjob.runtimes.kubernetes.transport.decode import resource_version_of
+from tfjob.runtimes.kubernetes.transport.resources import resource_of
 
 RESOURCE_EXISTS = "ErrResourceExists"  # upstream's Event reason
 

@@ -39,8 +39,8 @@ import msgspec
 from tfjob.api.types import ObjectMeta
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import Action, CreatePod, CreateService
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
-from tfjob.runtimes.kubernetes.resources import PODS, SERVICES
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.transport.resources import PODS, SERVICES
 
 VERDICT_TTL = 60.0  # seconds an accepted sample stands for others of its shape
 VERDICT_LIMIT = 4096  # accepted samples remembered (oldest forgotten first)

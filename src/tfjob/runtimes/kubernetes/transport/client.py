@@ -26,9 +26,9 @@ import msgspec
 
 from tfjob import __version__
 from tfjob.api.errors import TemporaryError
-from tfjob.runtimes.kubernetes.credentials import Connection, Credentials, connection
-from tfjob.runtimes.kubernetes.decode import continue_token, decode_status
-from tfjob.runtimes.kubernetes.resources import Resource
+from tfjob.runtimes.kubernetes.transport.credentials import Connection, Credentials, connection
+from tfjob.runtimes.kubernetes.transport.decode import continue_token, decode_status
+from tfjob.runtimes.kubernetes.transport.resources import Resource
 
 USER_AGENT = f"tfjob-operator/{__version__}"
 REQUEST_TIMEOUT = 30.0

@@ -26,8 +26,8 @@ import structlog
 
 from tfjob.api.errors import PermanentError
 from tfjob.api.timestamps import rfc3339_micro
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.resources import LEASES
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
+from tfjob.runtimes.kubernetes.transport.resources import LEASES
 
 log = structlog.get_logger("tfjob.leader")
 

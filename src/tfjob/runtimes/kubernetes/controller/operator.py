@@ -41,15 +41,15 @@ import structlog
 from tfjob.core.settings import Settings
 from tfjob.frameworks.framework import Framework
 from tfjob.frameworks.registry import FRAMEWORKS
-from tfjob.runtimes.kubernetes.activity import ReconcileWrites
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
-from tfjob.runtimes.kubernetes.controller import KindController
-from tfjob.runtimes.kubernetes.events import EventRecorder
-from tfjob.runtimes.kubernetes.gang_groups import GangGroups, GangUnavailable
-from tfjob.runtimes.kubernetes.informer import Informer
-from tfjob.runtimes.kubernetes.leader import LeaderConfig, LeaderElector, LeadershipLost
-from tfjob.runtimes.kubernetes.metrics import Metrics
-from tfjob.runtimes.kubernetes.server import Servers
+from tfjob.runtimes.kubernetes.cache.informer import Informer
+from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
+from tfjob.runtimes.kubernetes.controller.events import EventRecorder
+from tfjob.runtimes.kubernetes.controller.gang_groups import GangGroups, GangUnavailable
+from tfjob.runtimes.kubernetes.controller.kind_controller import KindController
+from tfjob.runtimes.kubernetes.controller.leader import LeaderConfig, LeaderElector, LeadershipLost
+from tfjob.runtimes.kubernetes.controller.metrics import Metrics
+from tfjob.runtimes.kubernetes.controller.server import Servers
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
 
 log = structlog.get_logger("tfjob.operator")
 

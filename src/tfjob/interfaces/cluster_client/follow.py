@@ -21,8 +21,8 @@ from tfjob.api.kinds import KindDeclaration
 from tfjob.api.timestamps import parse_rfc3339
 from tfjob.core.plan import Event
 from tfjob.core.progress import ReplicaView, RunObserver, replica_label
-from tfjob.runtimes.kubernetes.client import ApiError, TransportError
-from tfjob.runtimes.kubernetes.jobs_api import JobsApi, NoSuchJob, Object
+from tfjob.interfaces.cluster_client.jobs_api import JobsApi, NoSuchJob, Object
+from tfjob.runtimes.kubernetes.transport.client import ApiError, TransportError
 
 POLL_INTERVAL = 1.0
 # After the job finishes: how long the streams may stay quiet before they are closed

@@ -19,9 +19,9 @@ import msgspec
 from tfjob.api.errors import TemporaryError
 from tfjob.api.kinds import KindDeclaration
 from tfjob.api.types import JobStatus, ObjectMeta
-from tfjob.runtimes.kubernetes.client import ApiError, KubeClient
-from tfjob.runtimes.kubernetes.decode import decode_job_head, resource_version_of
-from tfjob.runtimes.kubernetes.resources import jobs_of
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.transport.decode import decode_job_head, resource_version_of
+from tfjob.runtimes.kubernetes.transport.resources import jobs_of
 
 STATUS_ATTEMPTS = 3
 

@@ -34,22 +34,22 @@ from typing import Generic
 import msgspec
 import structlog
 
-from tfjob.runtimes.kubernetes.backoff import Backoff
-from tfjob.runtimes.kubernetes.client import (
+from tfjob.runtimes.kubernetes.cache.backoff import Backoff
+from tfjob.runtimes.kubernetes.transport.client import (
     METADATA,
     METADATA_LIST,
     ApiError,
     KubeClient,
     TransportError,
 )
-from tfjob.runtimes.kubernetes.decode import (
+from tfjob.runtimes.kubernetes.transport.decode import (
     Codec,
     T,
     decode_event,
     decode_status,
     resource_version_of,
 )
-from tfjob.runtimes.kubernetes.resources import Resource
+from tfjob.runtimes.kubernetes.transport.resources import Resource
 
 log = structlog.get_logger("tfjob.informer")
 
