@@ -90,8 +90,8 @@ from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
 from tfjob.frameworks.tensorflow import TENSORFLOW
-from tfjob.runtimes.kubernetes.cache.consistency import JOB_INDEX, owning_job
 from tfjob.runtimes.kubernetes.cache.informer import Informer
+from tfjob.runtimes.kubernetes.cache.shared import OWNER_INDEX, Owners
 from tfjob.runtimes.kubernetes.transport.client import METADATA_LIST, KubeClient
 from tfjob.runtimes.kubernetes.transport.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
 from tfjob.runtimes.kubernetes.transport.resources import (
@@ -395,7 +395,7 @@ def cache_costs(jobs: int) -> None:
         before = tracemalloc.get_traced_memory()[0]
         cache: Informer[Any] = Informer(None, resource, codec)  # type: ignore[arg-type]
         if name != "jobs":
-            cache.add_index(JOB_INDEX, lambda obj: owning_job(obj, TENSORFLOW))
+            cache.add_index(OWNER_INDEX, Owners([TENSORFLOW]))
         items = [obj for body in pages[name] for obj in codec.decode_list(body)[0]]
         cache._replace(items)
         del items

@@ -126,10 +126,11 @@ class OwnedObject(msgspec.Struct, kw_only=True):
     document: dict[str, Any]
 
     @classmethod
-    def of(cls, document: dict[str, Any]) -> OwnedObject:
-        """From an object's decoded JSON."""
+    def of(cls, document: dict[str, Any], *, with_status: bool = False) -> OwnedObject:
+        """From an object's decoded JSON; its status kept only `with_status` (a gang
+        group's phase is read, an owned object's status never is)."""
         meta = {k: v for k, v in (document.get("metadata") or {}).items() if k != "managedFields"}
-        kept = {k: v for k, v in document.items() if k != "status"}
+        kept = {k: v for k, v in document.items() if with_status or k != "status"}
         kept["metadata"] = meta
         return cls(metadata=msgspec.convert(meta, Meta, strict=False), document=kept)
 

@@ -40,7 +40,7 @@ async def test_a_kind_whose_crd_is_not_installed_is_left_out() -> None:
     api = FakeApi(served=[PODS, SERVICES, EVENTS, LEASES, TFJOBS])  # no pytorchjobs
     operator, code = await _serve_until_synced(api, OPTIONS)
     assert code == 0
-    assert set(operator.controllers) == set(FRAMEWORKS)  # every kind enabled
+    assert {k.kind for k in operator.enabled} == set(FRAMEWORKS)  # every kind enabled
     assert [k.kind.kind for k in operator.serving] == ["TFJob"]  # one served
     listed = {r.resource for r in api.requests if r.verb in ("list", "watch")}
     assert "tfjobs.kubeflow.org" in listed
@@ -55,6 +55,31 @@ async def test_no_enabled_kind_installed_is_an_error() -> None:
     operator, code = await _serve_until_synced(api, options)
     assert code == 1
     assert operator.serving == []
+
+
+async def test_every_kind_shares_one_stream_per_resource() -> None:
+    """With every CRD installed, one operator lists and watches each resource once,
+    whatever the number of kinds that read it (controller-runtime's one informer per
+    resource): each kind's jobs, then pods, services and each kind of object jobs own
+    (13 for the six kinds), each selected by the operator-name labels of the kinds that
+    make it."""
+    api = FakeApi()  # every resource served
+    operator, code = await _serve_until_synced(api, OPTIONS)
+    assert code == 0
+    assert {k.kind.kind for k in operator.serving} == set(FRAMEWORKS)
+    watched = [r.resource for r in api.requests if r.verb == "watch"]
+    assert sorted(watched) == sorted(set(watched))  # one watch per resource
+    jobs = {f"{k.plural}.{k.group}" for k in FRAMEWORKS.values()}
+    owned = {"configmaps", "serviceaccounts", "roles.rbac.authorization.k8s.io"}
+    owned |= {"rolebindings.rbac.authorization.k8s.io", "horizontalpodautoscalers.autoscaling"}
+    assert set(watched) == jobs | owned | {"pods", "services"}
+    assert len(watched) == 13
+    selectors = {
+        r.resource: (r.body or {}).get("labelSelector") for r in api.requests if r.verb == "watch"
+    }
+    names = sorted(k.controller_name for k in FRAMEWORKS.values())
+    assert selectors["pods"] == f"training.kubeflow.org/operator-name in ({','.join(names)})"
+    assert selectors["configmaps"] == "training.kubeflow.org/operator-name=mpijob-controller"
 
 
 @pytest.mark.usefixtures("pytorchjob_crd_installed")

@@ -1,7 +1,8 @@
 """The shell's one consistency rule: read the caches, and after our own writes wait for them.
 
-Reconciles read a job, its pods and its services from the informers' caches only
-(`JobCaches.view`). A cache lags behind our own writes: right after creating a pod,
+Reconciles read a job, its pods, its services, the other objects it owns and its
+gang groups from the shared informers' caches only (`JobCaches.view`, one kind's view
+of shared.py's caches). A cache lags behind our own writes: right after creating a pod,
 deleting one or writing a status, the next reconcile could decide from a view that
 does not show it yet. So every write of ours is noted with the resourceVersion the
 API server returned (`JobView.wrote`), and once the reconcile ends (`JobCaches.hold`)
@@ -28,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob.api import constants as c
-from tfjob.api.kinds import KindDeclaration, OwnedKind
+from tfjob.api.kinds import KindDeclaration
 from tfjob.api.observed import OwnedObject, Pod, Service
-from tfjob.runtimes.kubernetes.cache.informer import Informer, is_newer, object_key
+from tfjob.runtimes.kubernetes.cache.informer import Informer, is_newer
+from tfjob.runtimes.kubernetes.cache.shared import OWNER_INDEX, SharedInformers, owner_key
 from tfjob.runtimes.kubernetes.transport.decode import CachedJob
 from tfjob.runtimes.kubernetes.transport.resources import (
     PODS,
@@ -42,26 +43,6 @@ from tfjob.runtimes.kubernetes.transport.resources import (
 )
 
 HOLD_SECONDS = 15.0
-JOB_INDEX = "job"  # the pods and services caches' index by owning job key
-
-
-def owning_job(obj: Pod | Service | OwnedObject, kind: KindDeclaration) -> str | None:
-    """`namespace/name` of the job of `kind` a pod, service or other owned object
-    belongs to.
-
-    The controller ownerReference decides; an object controlled by something else is
-    not ours. Without one, the job-name label names the job (so a job still sees, and
-    never duplicates, a labelled object whose ownerReference was lost; the caches hold
-    only objects labelled with the kind's operator name).
-    """
-    meta = obj.metadata
-    for ref in meta.owner_references:
-        if ref.controller:
-            if ref.kind == kind.kind and ref.api_version == kind.api_version:
-                return object_key(meta.namespace, ref.name)
-            return None
-    label = meta.labels.get(c.LABEL_JOB_NAME)
-    return object_key(meta.namespace, label) if label else None
 
 
 @dataclass
@@ -74,6 +55,8 @@ class JobView:
     services: list[Service]
     # The other objects the job owns (its kind's `owned_kinds`), every kind together.
     owned: list[OwnedObject] = field(default_factory=list)
+    # Its gang-scheduling group objects, whole (status included), as the core reads them.
+    groups: list[dict[str, Any]] = field(default_factory=list)
     written: dict[Resource, str] = field(default_factory=dict)
 
     def wrote(self, resource: Resource, resource_version: str) -> None:
@@ -97,43 +80,34 @@ class _Hold:
 
 
 class JobCaches:
-    """One kind's jobs, pods and services caches (and, for a kind that owns other
-    objects, one cache per kind of them), read one job at a time."""
+    """One kind's view of the shared caches (shared.py), read one job at a time: its
+    jobs' cache, and in the caches every kind shares, its jobs' objects only."""
 
     def __init__(
         self,
         kind: KindDeclaration,
-        jobs: Informer[CachedJob],
-        pods: Informer[Pod],
-        services: Informer[Service],
+        shared: SharedInformers,
         *,
-        owned: dict[OwnedKind, Informer[OwnedObject]] | None = None,
         hold_seconds: float = HOLD_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kind = kind
-        self.jobs = jobs
-        self.pods = pods
-        self.services = services
-        self.owned = dict(owned or {})
-        pods.add_index(JOB_INDEX, self.owning_job)
-        services.add_index(JOB_INDEX, self.owning_job)
-        for informer in self.owned.values():
-            informer.add_index(JOB_INDEX, self.owning_job)
+        self.jobs: Informer[CachedJob] = shared.jobs[kind.kind]
+        self.pods: Informer[Pod] = shared.pods
+        self.services: Informer[Service] = shared.services
+        self.owned = [shared.owned[resource_of(k)] for k in kind.owned_kinds]
+        self.groups = list(shared.groups.values())
         self._informers: dict[Resource, Informer[Any]]
-        self._informers = {jobs_of(kind): jobs, PODS: pods, SERVICES: services}
-        self._informers |= {resource_of(k): i for k, i in self.owned.items()}
+        self._informers = {jobs_of(kind): self.jobs, PODS: self.pods, SERVICES: self.services}
+        self._informers |= {resource_of(k): shared.owned[resource_of(k)] for k in kind.owned_kinds}
+        self._informers |= shared.groups
         self.hold_seconds = hold_seconds  # the longest a job is held
         self._clock = clock
         self._holds: dict[str, _Hold] = {}
 
-    def owning_job(self, obj: Pod | Service | OwnedObject) -> str | None:
-        """The key of this kind's job that owns `obj` (`owning_job`)."""
-        return owning_job(obj, self.kind)
-
     def view(self, key: str) -> JobView | Held | None:
-        """The job `key` with its pods and services; `Held` while the caches lag
-        behind our last writes for it; None once the job is gone."""
+        """The job `key` with its objects; `Held` while the caches lag behind our last
+        writes for it; None once the job is gone."""
         hold = self._holds.get(key)
         if hold is not None:
             left = hold.until - self._clock()
@@ -144,12 +118,14 @@ class JobCaches:
         if job is None:
             self._holds.pop(key, None)
             return None
+        owner = owner_key(self.kind.kind, key)
         return JobView(
             key,
             job,
-            self.pods.by_index(JOB_INDEX, key),
-            self.services.by_index(JOB_INDEX, key),
-            [obj for informer in self.owned.values() for obj in informer.by_index(JOB_INDEX, key)],
+            self.pods.by_index(OWNER_INDEX, owner),
+            self.services.by_index(OWNER_INDEX, owner),
+            [obj for informer in self.owned for obj in informer.by_index(OWNER_INDEX, owner)],
+            [g.document for informer in self.groups for g in informer.by_index(OWNER_INDEX, owner)],
         )
 
     def hold(self, view: JobView) -> None:

@@ -121,6 +121,10 @@ class Informer(Generic[T]):
         self.synced = asyncio.Event()
         self.relists = 0  # how many times a 410 forced a fresh list
 
+    @property
+    def resource(self) -> Resource:
+        return self._resource
+
     # -- configuration ---------------------------------------------------------------
 
     def add_index(self, name: str, func: IndexFunc[T]) -> None:

@@ -1,69 +1,73 @@
-"""What each cache change means: which job to reconcile.
+"""What each cache change means: which job, of which kind, to reconcile.
 
-Kept apart from the informer (which knows nothing about jobs) and from the
+Kept apart from the informers (which know nothing about jobs) and from the
 reconciler (which only reads the caches), so the wiring is in one place. Every change
-of a job, or of a pod or service it owns, queues the job: level-triggered, the
-reconcile reads whatever the caches hold then.
+of a job, or of an object it owns, queues the job in its kind's queue: level-triggered,
+the reconcile reads whatever the caches hold then. A shared cache's change is routed
+by its owner index (shared.py `Owners`): one lookup, one queue, whichever kind it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any
 
-from tfjob.api.observed import OwnedObject, Pod, Service
-from tfjob.runtimes.kubernetes.cache.consistency import JobCaches
+from tfjob.api.kinds import KindDeclaration
 from tfjob.runtimes.kubernetes.cache.informer import Handlers, key_of
+from tfjob.runtimes.kubernetes.cache.shared import Owned, Owners, SharedInformers, split_owner
 from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
 from tfjob.runtimes.kubernetes.transport.decode import CachedJob
 
-Owned = TypeVar("Owned", Pod, Service, OwnedObject)
-
 
 @dataclass
-class Wiring:
-    """One kind's caches to its queue."""
+class Router:
+    """The shared caches to the kinds' queues."""
 
-    caches: JobCaches
-    queue: WorkQueue
+    shared: SharedInformers
+    kinds: Mapping[str, KindDeclaration]
+    queues: Mapping[str, WorkQueue]  # by kind name
     recorder: EventRecorder
     metrics: Metrics
 
     def wire(self) -> None:
-        self.caches.jobs.add_handlers(self.job_handlers())
-        self.caches.pods.add_handlers(self.owned_handlers(Pod))
-        self.caches.services.add_handlers(self.owned_handlers(Service))
-        for informer in self.caches.owned.values():
-            informer.add_handlers(self.owned_handlers(OwnedObject))
+        for name, informer in self.shared.jobs.items():
+            informer.add_handlers(self.job_handlers(self.kinds[name], self.queues[name]))
+        owned: Handlers[Any] = self.owned_handlers(self.shared.owners)
+        for shared in self.shared.owned_informers():
+            shared.add_handlers(owned)
 
-    def job_handlers(self) -> Handlers[CachedJob]:
+    def job_handlers(self, kind: KindDeclaration, queue: WorkQueue) -> Handlers[CachedJob]:
+        def added(job: CachedJob) -> None:
+            # A job seen for the first time (or relisted) waits behind reactions of
+            # jobs already reconciled: see workqueue.py.
+            framework = kind.metrics_name
+            self.metrics.job(self.metrics.jobs_created, job.metadata.namespace, framework)
+            queue.add_new(key_of(job))
+
+        def deleted(job: CachedJob) -> None:
+            self.recorder.forget_object(job.metadata.uid)
+            queue.add(key_of(job))
+
         return Handlers(
-            on_add=self._job_added, on_update=self._job_updated, on_delete=self._job_deleted
+            on_add=added, on_update=lambda _old, new: queue.add(key_of(new)), on_delete=deleted
         )
 
-    def owned_handlers(self, _type: type[Owned]) -> Handlers[Owned]:
-        """Handlers for the pods (services, other owned objects) cache; `_type` only
-        pins the type."""
+    def owned_handlers(self, owners: Owners) -> Handlers[Owned]:
+        """Handlers for a shared cache of jobs' objects: queue the owning job (both
+        owners when an update moved an object from one job to another)."""
 
         def changed(obj: Owned) -> None:
-            job = self.caches.owning_job(obj)
-            if job is not None:
-                self.queue.add(job)
+            owner = owners(obj)
+            if owner is not None:
+                kind, job = split_owner(owner)
+                self.queues[kind].add(job)
 
-        return Handlers(on_add=changed, on_update=lambda _old, new: changed(new), on_delete=changed)
+        def updated(old: Owned, new: Owned) -> None:
+            changed(new)
+            if owners(old) != owners(new):
+                changed(old)
 
-    def _job_added(self, job: CachedJob) -> None:
-        # A job seen for the first time (or relisted) waits behind reactions of jobs
-        # already reconciled: see workqueue.py.
-        framework = self.caches.kind.metrics_name
-        self.metrics.job(self.metrics.jobs_created, job.metadata.namespace, framework)
-        self.queue.add_new(key_of(job))
-
-    def _job_updated(self, _old: CachedJob, new: CachedJob) -> None:
-        self.queue.add(key_of(new))
-
-    def _job_deleted(self, job: CachedJob) -> None:
-        self.recorder.forget_object(job.metadata.uid)
-        self.queue.add(key_of(job))
+        return Handlers(on_add=changed, on_update=updated, on_delete=changed)

@@ -1,14 +1,13 @@
-"""One kind's controller: its caches, its work queue, its reconciler and its workers.
+"""One kind's controller: its view of the shared caches, its work queue, its
+reconciler and its workers.
 
 The operator runs one per kind it serves (operator.py), as Kubeflow's manager runs one
-controller per enabled scheme. They share the API client, the event recorder, the
-metrics, the gang groups and the Lease; nothing else. A kind's caches hold only its
-jobs and the pods and services labelled with its operator name
-(`training.kubeflow.org/operator-name=pytorchjob-controller`), and, for a kind that
-owns other objects (`owned_kinds`: MPIJob's ConfigMaps..., PyTorchJob's HPAs), those
-labelled so too, one cache per kind of object; its queue holds only its
-jobs' `namespace/name` keys, so a key never needs to carry the kind and two kinds'
-jobs of one name never meet.
+controller per enabled scheme. They share the API client, the caches (one informer
+per resource: cache/shared.py), the event recorder, the metrics and the Lease. A
+kind's view (`JobCaches`) holds its own jobs and, of the shared caches, the objects
+its jobs own (by the owner index); its queue holds only its jobs' `namespace/name`
+keys, so a key never needs to carry the kind and two kinds' jobs of one name never
+meet.
 """
 
 from __future__ import annotations
@@ -23,28 +22,13 @@ from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.core.settings import Settings
 from tfjob.frameworks.framework import Framework
 from tfjob.runtimes.kubernetes.cache.consistency import JobCaches
-from tfjob.runtimes.kubernetes.cache.informer import Informer
+from tfjob.runtimes.kubernetes.cache.shared import SharedInformers
 from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
-from tfjob.runtimes.kubernetes.controller.gang_groups import GangGroups
-from tfjob.runtimes.kubernetes.controller.handlers import Wiring
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
 from tfjob.runtimes.kubernetes.controller.reconciler import Reconciler
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
-from tfjob.runtimes.kubernetes.transport.decode import (
-    POD_PROTO_CODEC,
-    SERVICE_CODEC,
-    JobDecoder,
-    owned_codec,
-)
-from tfjob.runtimes.kubernetes.transport.resources import (
-    PODS,
-    SERVICES,
-    jobs_of,
-    owned_by,
-    resource_of,
-)
 
 log = structlog.get_logger("tfjob.operator")
 
@@ -57,46 +41,18 @@ class KindController:
         kind: Framework[Any],
         client: KubeClient,
         *,
-        namespace: str | None,
+        shared: SharedInformers,
         recorder: EventRecorder,
         metrics: Metrics,
         writes: ReconcileWrites,
         settings: Settings,
         parallelism: int,
-        gang: GangGroups | None,
     ) -> None:
         self.kind = kind
         self._metrics = metrics
         self._name = kind.controller_name  # the `controller` label of upstream's metrics
         self.queue = WorkQueue(hooks=metrics.queue_hooks(self._name))
-        owned = owned_by(kind)
-        self.caches = JobCaches(
-            kind,
-            jobs=Informer(
-                client, jobs_of(kind), JobDecoder(kind.job_type).codec, namespace=namespace
-            ),
-            pods=Informer(client, PODS, POD_PROTO_CODEC, namespace=namespace, label_selector=owned),
-            services=Informer(
-                client,
-                SERVICES,
-                SERVICE_CODEC,
-                namespace=namespace,
-                label_selector=owned,
-                metadata_only=True,  # the core reads only a service's metadata
-            ),
-            # Only for the kinds that own other objects (MPIJob, PyTorchJob's HPA).
-            owned={
-                owned_kind: Informer(
-                    client,
-                    resource_of(owned_kind),
-                    owned_codec(owned_kind.api_version, owned_kind.kind),
-                    namespace=namespace,
-                    label_selector=owned,
-                )
-                for owned_kind in kind.owned_kinds
-            },
-        )
-        Wiring(self.caches, self.queue, recorder, metrics).wire()
+        self.caches = JobCaches(kind, shared)
         self.reconciler = Reconciler(
             kind=kind,
             client=client,
@@ -106,30 +62,7 @@ class KindController:
             settings=settings,
             writes=writes,
             parallelism=parallelism,
-            gang=gang,
         )
-
-    @property
-    def informers(self) -> tuple[Informer[Any], ...]:
-        return (
-            self.caches.jobs,
-            self.caches.pods,
-            self.caches.services,
-            *self.caches.owned.values(),
-        )
-
-    def watch(self) -> list[asyncio.Task[None]]:
-        """Start the caches (pods first: a job's first reconcile wants them)."""
-        plural = self.kind.plural
-        return [
-            asyncio.create_task(self.caches.pods.run(), name=f"informer-pods-{plural}"),
-            asyncio.create_task(self.caches.services.run(), name=f"informer-services-{plural}"),
-            *(
-                asyncio.create_task(informer.run(), name=f"informer-{kind.plural}-{plural}")
-                for kind, informer in self.caches.owned.items()
-            ),
-            asyncio.create_task(self.caches.jobs.run(), name=f"informer-{plural}"),
-        ]
 
     async def work(self) -> None:
         """The worker loop: the one place that hands keys back to the queue, from the

@@ -1,16 +1,20 @@
 """The operator process: one controller per kind, endpoints and (optionally) leader election.
 
-Each enabled kind whose CRD the API server serves gets a controller (controller.py):
-its caches, queue, reconciler and workers. The rest is shared by every kind: the API
-client, the Event recorder, the metrics, the gang groups, the endpoints, the Lease.
+Each enabled kind whose CRD the API server serves gets a controller
+(kind_controller.py): its view of the caches, its queue, reconciler and workers. The
+rest is shared by every kind: the caches (one informer per resource:
+cache/shared.py, wired to the kinds' queues by handlers.py), the API client, the Event
+recorder, the metrics, the gang groups, the endpoints, the Lease.
 
 Start-up order matters:
 1. the health endpoints answer first (liveness must not depend on the API server);
 2. with leader election, wait for the Lease before touching anything;
 3. ask the API server which enabled kinds it serves (a kind without its CRD is left
    out, with a warning; none at all is an error);
-4. list and watch each kind's jobs, pods and services until every cache is synced - a
-   reconcile before that would see a job without its pods and create duplicates;
+4. list and watch every resource (each served kind's jobs; pods, services and the
+   other objects jobs own, one informer each for every kind) until every cache is
+   synced - a reconcile before that would see a job without its pods and create
+   duplicates;
 5. freeze the garbage collector's view of the now-large, long-lived cache (Python's
    GC otherwise re-scans it on every collection: most of a big decode's time); what
    start-up made before the lists is frozen before them;
@@ -41,10 +45,11 @@ import structlog
 from tfjob.core.settings import Settings
 from tfjob.frameworks.framework import Framework
 from tfjob.frameworks.registry import FRAMEWORKS
-from tfjob.runtimes.kubernetes.cache.informer import Informer
+from tfjob.runtimes.kubernetes.cache.shared import SharedInformers
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
 from tfjob.runtimes.kubernetes.controller.gang_groups import GangGroups, GangUnavailable
+from tfjob.runtimes.kubernetes.controller.handlers import Router
 from tfjob.runtimes.kubernetes.controller.kind_controller import KindController
 from tfjob.runtimes.kubernetes.controller.leader import LeaderConfig, LeaderElector, LeadershipLost
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
@@ -126,25 +131,11 @@ class Operator:
             client.with_own_budget(), registry=self.metrics.registry, writes=self.writes
         )
         self.gang = (
-            GangGroups(client, self.recorder, self.metrics, options.gang_scheduler_name)
-            if options.gang_scheduler_name
-            else None
+            GangGroups(client, options.gang_scheduler_name) if options.gang_scheduler_name else None
         )
-        settings = options.settings()
-        self.controllers: dict[str, KindController] = {
-            kind.kind: KindController(
-                kind,
-                client,
-                namespace=options.namespace,
-                recorder=self.recorder,
-                metrics=self.metrics,
-                writes=self.writes,
-                settings=settings,
-                parallelism=options.parallelism,
-                gang=self.gang,
-            )
-            for kind in enabled_kinds(options.kinds)
-        }
+        self.enabled = enabled_kinds(options.kinds)
+        self.controllers: dict[str, KindController] = {}  # by kind name, as built
+        self.caches = self._build(self.enabled)
         self.serving: list[KindController] = []  # those whose CRD is installed (run)
         self.elector = (
             LeaderElector(
@@ -171,6 +162,39 @@ class Operator:
     def synced(self) -> bool:
         return self._synced
 
+    def _build(self, kinds: list[Framework[Any]]) -> SharedInformers:
+        """The caches of `kinds` (one informer per resource), a controller for each
+        kind, and the routing of every cache change to its kind's queue."""
+        options = self.options
+        shared = SharedInformers(
+            self._client,
+            kinds,
+            namespace=options.namespace,
+            group_kinds=self.gang.kinds if self.gang else (),
+        )
+        settings = options.settings()
+        self.controllers = {
+            kind.kind: KindController(
+                kind,
+                self._client,
+                shared=shared,
+                recorder=self.recorder,
+                metrics=self.metrics,
+                writes=self.writes,
+                settings=settings,
+                parallelism=options.parallelism,
+            )
+            for kind in kinds
+        }
+        Router(
+            shared,
+            kinds={k.kind: k for k in kinds},
+            queues={name: c.queue for name, c in self.controllers.items()},
+            recorder=self.recorder,
+            metrics=self.metrics,
+        ).wire()
+        return shared
+
     # -- running ----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -186,13 +210,16 @@ class Operator:
         try:
             if self.elector is not None and not await _unless_stopped(self.elector.acquire(), stop):
                 return 0
-            self.serving = await self._served()
-            if not self.serving:
+            served = await self._served()
+            if not served:
                 log.error(
                     "no kind to serve: install a CRD of an enabled kind",
-                    enabled=[k.kind.kind for k in self.controllers.values()],
+                    enabled=[k.kind for k in self.enabled],
                 )
                 return 1
+            if len(served) < len(self.enabled):  # the caches watch only what is served
+                self.caches = self._build(served)
+            self.serving = [self.controllers[k.kind] for k in served]
             return await self._lead(stop)
         finally:
             if self.elector is not None:
@@ -205,7 +232,10 @@ class Operator:
         # collection before the caches are frozen too (_sync).
         gc.collect()
         gc.freeze()
-        background = [task for k in self.serving for task in k.watch()]
+        background = [
+            asyncio.create_task(informer.run(), name=f"informer-{informer.resource}")
+            for informer in self.caches.informers()
+        ]
         background += [
             asyncio.create_task(k.queue.run_timer(), name=f"queue-timer-{k.kind.plural}")
             for k in self.serving
@@ -235,32 +265,21 @@ class Operator:
 
     async def _sync(self) -> None:
         started = time.monotonic()
-        await asyncio.gather(*(i.synced.wait() for i in self._informers))
+        await asyncio.gather(*(i.synced.wait() for i in self.caches.informers()))
         gc.collect()
         gc.freeze()
         self._synced = True
         log.info(
             "caches synced",
             seconds=round(time.monotonic() - started, 3),
-            **{
-                k.kind.plural: {
-                    "jobs": len(k.caches.jobs),
-                    "pods": len(k.caches.pods),
-                    "services": len(k.caches.services),
-                }
-                for k in self.serving
-            },
+            **{str(i.resource): len(i) for i in self.caches.informers()},
         )
 
-    @property
-    def _informers(self) -> tuple[Informer[Any], ...]:
-        return tuple(i for k in self.serving for i in k.informers)
-
-    async def _served(self) -> list[KindController]:
+    async def _served(self) -> list[Framework[Any]]:
         """The enabled kinds whose resource the API server serves (their CRD is
         installed); each left out is named in a warning."""
         served: set[tuple[str, str, str]] = set()
-        for group_version in {(k.kind.group, k.kind.version) for k in self.controllers.values()}:
+        for group_version in {(k.group, k.version) for k in self.enabled}:
             path = "/apis/{}/{}".format(*group_version)
             try:
                 document = msgspec.json.decode(await self._client.get_path(path), type=GroupVersion)
@@ -270,17 +289,16 @@ class Operator:
                 continue
             served |= {(*group_version, r.name) for r in document.resources}
         serving = []
-        for controller in self.controllers.values():
-            kind = controller.kind
+        for kind in self.enabled:
             if (kind.group, kind.version, kind.plural) in served:
-                serving.append(controller)
+                serving.append(kind)
             else:
                 log.warning(
                     "not serving a kind: its CRD is not installed",
                     kind=kind.kind,
                     resource=f"{kind.plural}.{kind.group}",
                 )
-        log.info("serving", kinds=[k.kind.kind for k in serving])
+        log.info("serving", kinds=[k.kind for k in serving])
         return serving
 
     async def _stop_when(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:

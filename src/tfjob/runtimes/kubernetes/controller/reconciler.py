@@ -33,17 +33,13 @@ from tfjob.core import conditions
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
     Action,
-    CreateGroup,
     CreateOwned,
     CreatePod,
     CreateService,
-    DeleteGroup,
     DeleteJob,
-    DeleteOwned,
     DeletePod,
     DeleteService,
     Plan,
-    UpdateGroup,
     UpdateOwned,
 )
 from tfjob.core.reconcile import reconcile as decide
@@ -54,18 +50,12 @@ from tfjob.runtimes.kubernetes.cache.consistency import Held, JobCaches, JobView
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.dry_run import DryRun
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder, ObjectRef
-from tfjob.runtimes.kubernetes.controller.gang_groups import GangGroups
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
-from tfjob.runtimes.kubernetes.controller.owned_objects import OwnedObjects
 from tfjob.runtimes.kubernetes.controller.status_writer import StatusConflict, StatusWriter
-from tfjob.runtimes.kubernetes.transport.client import (
-    ApiError,
-    KubeClient,
-    RequestTimeout,
-    TransportError,
-)
-from tfjob.runtimes.kubernetes.transport.decode import UndecodableJob, resource_version_of
-from tfjob.runtimes.kubernetes.transport.resources import PODS, SERVICES, Resource, jobs_of
+from tfjob.runtimes.kubernetes.controller.writes import Writer
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.transport.decode import UndecodableJob
+from tfjob.runtimes.kubernetes.transport.resources import jobs_of
 
 log = structlog.get_logger("tfjob.reconciler")
 
@@ -135,23 +125,19 @@ class Reconciler:
         writes: ReconcileWrites,
         parallelism: int = 16,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        gang: GangGroups | None = None,
         dry_run: DryRun | None = None,
     ) -> None:
         self._kind = kind
         self._jobs = jobs_of(kind)
-        self._client = client
         self._caches = caches
         self._status = StatusWriter(client, kind)
         self._recorder = recorder
         self._metrics = metrics
         self._settings = settings
-        self._writes = writes  # Events yield to the creates and deletes marked here
         self._parallelism = parallelism
         self._clock = clock
-        self._gang = gang
         self._dry_run = dry_run or DryRun(client)
-        self._owned = OwnedObjects(client, recorder)
+        self._writer = Writer(kind, client, recorder, metrics, writes)
 
     async def reconcile(self, key: str) -> Result:
         """Bring job `key` one step closer to what the core wants; say when to look again."""
@@ -177,10 +163,15 @@ class Reconciler:
             readable = self._kind.job_type(metadata=job.metadata, status=job.status)
             await self._reject(view, readable, job.error)
             return DONE
-        groups = await self._gang.observe(*view.key.split("/", 1)) if self._gang else []
         try:
             plan = decide(
-                job, view.pods, view.services, self._clock(), self._settings, groups, view.owned
+                job,
+                view.pods,
+                view.services,
+                self._clock(),
+                self._settings,
+                view.groups,
+                view.owned,
             )
             renderer = PodRenderer(job, self._settings)  # the plan's pods, made as created
             check = self._dry_run.needed(job.metadata.uid, bool(view.pods), plan.actions)
@@ -201,13 +192,13 @@ class Reconciler:
             self._recorder.record(ref, event.type, event.reason, event.message)
         if not plan.status_changed:
             self._count(job, view.pods, plan)
-        errors, job_deleted, refusal = await self._act(view, ref, plan, renderer, later)
+        errors, refusal = await self._act(view, ref, plan, renderer, later)
         if refusal is not None:
             await self._reject(view, job, refusal)
             return DONE
         if errors:
             raise _failure(errors)
-        return Result(requeue_after=None if job_deleted else plan.requeue_after)
+        return Result(requeue_after=plan.requeue_after)
 
     @staticmethod
     def _unreadable(error: Exception) -> str:
@@ -250,26 +241,26 @@ class Reconciler:
 
     async def _act(
         self, view: JobView, ref: ObjectRef, plan: Plan, pods: PodRenderer, check: bool
-    ) -> tuple[list[Exception], bool, str | None]:
-        """Carry out the plan's steps in order; runs of creates/deletes go out
-        concurrently. A failed status write ends the plan there. `check`: the job's
-        first pods are dry-run before the first wave that creates pods; a refusal
-        (returned third) ends the plan there."""
+    ) -> tuple[list[Exception], str | None]:
+        """Carry out the plan's steps in order, each action through the one write path
+        (writes.py); runs of pod and service writes go out concurrently. A failed
+        status write ends the plan there. `check`: the job's first pods are dry-run
+        before the first wave that creates pods; a refusal (returned second) ends the
+        plan there."""
         errors: list[Exception] = []
         gate = asyncio.Semaphore(self._parallelism)
 
         async def bounded(action: Action) -> Exception | None:
             async with gate:
-                return await self._one(view, ref, action, pods)
+                return await self._writer.apply(view, ref, self._writer.write_of(action, ref, pods))
 
-        job_deleted = False
         for wave in _waves(_steps(plan)):
             first = wave[0]
             if isinstance(first, WriteStatus):
                 assert isinstance(view.job, Job)
                 await self._write_status(view, view.job, plan)
                 continue
-            if check and isinstance(first, CreatePod | DeletePod | CreateService | DeleteService):
+            if check and not _alone(first):
                 check = False
                 assert isinstance(view.job, Job)
                 try:
@@ -277,94 +268,10 @@ class Reconciler:
                 except _SPEC_ERRORS as error:
                     refusal = self._unreadable(error)
                 if refusal is not None:
-                    return errors, job_deleted, refusal
-            with self._writes.acting():  # Events wait behind these
-                if len(wave) == 1:
-                    results = [await self._one(view, ref, first, pods)]
-                else:
-                    results = await asyncio.gather(*(bounded(a) for a in wave))  # type: ignore[arg-type]
+                    return errors, refusal
+            results = await asyncio.gather(*(bounded(a) for a in wave))  # type: ignore[arg-type]
             errors += [r for r in results if r is not None]
-            job_deleted = job_deleted or (isinstance(first, DeleteJob) and not results[0])
-        return errors, job_deleted, None
-
-    async def _one(
-        self, view: JobView, ref: ObjectRef, action: Action, pods: PodRenderer
-    ) -> Exception | None:
-        if isinstance(action, CreatePod | CreateService):
-            return await self._create(view, ref, action, pods)
-        if isinstance(action, DeleteJob):
-            return await self._delete_job(ref)
-        if isinstance(action, CreateGroup | UpdateGroup | DeleteGroup):
-            assert self._gang is not None, "group actions only come with gang scheduling on"
-            return await self._gang.act(ref, action)
-        if isinstance(action, CreateOwned | UpdateOwned | DeleteOwned):
-            return await self._owned.act(view, ref, action)
-        return await self._delete(view, ref, action)
-
-    async def _create(
-        self, view: JobView, ref: ObjectRef, action: CreatePod | CreateService, pods: PodRenderer
-    ) -> Exception | None:
-        resource, noun = _what(action)
-        name = action.name
-        try:
-            manifest = pods.manifest(action) if isinstance(action, CreatePod) else action.manifest
-            raw = await self._client.create(resource, ref.namespace, manifest)
-        except ApiError as error:
-            if error.already_exists:
-                return None  # fixed names: it is there, which is what we wanted
-            return self._create_failed(ref, noun, error)
-        except RequestTimeout:
-            # As upstream: the request may have gone through; the watch will tell.
-            return None
-        except TransportError as error:
-            return self._create_failed(ref, noun, error)
-        view.wrote(resource, resource_version_of(raw))
-        capital = noun.capitalize()
-        self._recorder.record(
-            ref, "Normal", f"SuccessfulCreate{capital}", f"Created {noun}: {name}"
-        )
-        if resource is PODS:
-            self._metrics.created_pods.inc()
-        else:
-            self._metrics.services_created.inc()
-        return None
-
-    def _create_failed(self, ref: ObjectRef, noun: str, error: Exception) -> Exception:
-        self._recorder.record(
-            ref, "Warning", f"FailedCreate{noun.capitalize()}", f"Error creating: {error}"
-        )
-        if noun == "service":
-            self._metrics.services_failed.inc()
-        return error
-
-    async def _delete(self, view: JobView, ref: ObjectRef, action: Action) -> Exception | None:
-        resource, noun = _what(action)
-        name = action.name  # type: ignore[union-attr]
-        try:
-            raw = await self._client.delete(resource, ref.namespace, name)
-        except (ApiError, TransportError) as error:
-            self._recorder.record(
-                ref, "Warning", f"FailedDelete{noun.capitalize()}", f"Error deleting: {error}"
-            )
-            return error
-        if raw is not None:
-            view.wrote(resource, resource_version_of(raw))
-        if resource is PODS:
-            self._metrics.deleted_pods.inc()
-        self._recorder.record(
-            ref, "Normal", f"SuccessfulDelete{noun.capitalize()}", f"Deleted {noun}: {name}"
-        )
-        return None
-
-    async def _delete_job(self, ref: ObjectRef) -> Exception | None:
-        try:
-            await self._client.delete(self._jobs, ref.namespace, ref.name)
-        except (ApiError, TransportError) as error:
-            self._recorder.record(ref, "Warning", "FailedDeleteJob", f"Error deleting: {error}")
-            return error
-        self._recorder.record(ref, "Normal", "SuccessfulDeleteJob", f"Deleted job: {ref.name}")
-        self._metrics.job(self._metrics.jobs_deleted, ref.namespace, self._kind.metrics_name)
-        return None
+        return errors, None
 
     # -- jobs the model cannot read ---------------------------------------------------
 
@@ -423,9 +330,3 @@ def _alone(step: Step) -> bool:
     """Every step but a pod or service create/delete: a status write, a DeleteJob, a
     gang group or owned object action."""
     return not isinstance(step, CreatePod | DeletePod | CreateService | DeleteService)
-
-
-def _what(action: Action) -> tuple[Resource, str]:
-    if isinstance(action, CreatePod | DeletePod):
-        return PODS, "pod"
-    return SERVICES, "service"

@@ -392,16 +392,17 @@ SERVICE_CODEC: Codec[Service] = Codec(decode_services, decode_service)
 JOB_CODEC: Codec[CachedJob] = _TFJOBS.codec  # TFJobs'; another kind's: JobDecoder(type)
 
 
-def owned_codec(api_version: str, kind: str) -> Codec[OwnedObject]:
-    """How the objects of one kind that jobs own (a ConfigMap, a Role, an HPA...) are
-    decoded: each kept whole (api.observed.OwnedObject). A list's items carry no
-    apiVersion and kind: they are set from the resource's."""
+def owned_codec(api_version: str, kind: str, *, with_status: bool = False) -> Codec[OwnedObject]:
+    """How the objects of one kind that jobs own (a ConfigMap, a Role, an HPA, a gang
+    group...) are decoded: each kept whole (api.observed.OwnedObject), its status only
+    `with_status`. A list's items carry no apiVersion and kind: they are set from the
+    resource's."""
 
     def one(raw: bytes) -> OwnedObject:
         document = msgspec.json.decode(raw)
         document.setdefault("apiVersion", api_version)
         document.setdefault("kind", kind)
-        return OwnedObject.of(document)
+        return OwnedObject.of(document, with_status=with_status)
 
     def page(body: bytes) -> tuple[list[OwnedObject], str, str]:
         listed = _raw_list.decode(body)
