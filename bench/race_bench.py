@@ -27,6 +27,9 @@ TFJobs are not validated by it - the same as tfjob, which has no webhook.
 Run: python bench/race_bench.py [--jobs 200 2000] [--limits 20:30 1000:2000] [--kind pytorchjob]
 [--order tfjob] [--profile] (tfjob under cProfile, stats in the logs folder)
 [--order kubeflow,baseline,tfjob --baseline-src ../before/src] (before/after, one run)
+[--every-kind] (every kind's CRD installed and every operator serving every kind, as a
+default install does: the streams each operator opens then matter; without it each
+serves only the raced kind)
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script): compare the ratios, measured in the same session.
 """
@@ -118,6 +121,7 @@ class Workload:
 
 
 WORKLOAD = Workload(FRAMEWORKS["TFJob"], with_master=False)  # main() sets --kind's
+EVERY_KIND = False  # main() sets --every-kind
 
 
 async def submit(client: KubeClient, count: int) -> None:
@@ -258,12 +262,23 @@ def start_tfjob(
     python = [sys.executable, "-m", "cProfile", "-o", str(profile)] if profile else [sys.executable]
     command = [*python, "-m", "tfjob", "operator"]
     extra = (
-        "--bind-address", "127.0.0.1", "--workers", str(THREADS),
-        f"--enable-scheme={WORKLOAD.kind.scheme}",
+        "--bind-address", "127.0.0.1", "--workers", str(THREADS), *_schemes(),
     )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": src} if src else None
     name = "baseline" if src else "tfjob"
     return _start(name, command, plane, qps, burst, folder, *extra, env=env)
+
+
+def _schemes() -> list[str]:
+    """The operators' --enable-scheme: the raced kind, or none (every kind)."""
+    return [] if EVERY_KIND else [f"--enable-scheme={WORKLOAD.kind.scheme}"]
+
+
+def _crds() -> tuple[str, ...]:
+    """The CRDs installed: the raced kind's (TFJob's too), or every kind's."""
+    if EVERY_KIND:
+        return tuple(Workload(k, with_master=False).crd for k in FRAMEWORKS.values())
+    return tuple(dict.fromkeys(("crd.yaml", WORKLOAD.crd)))
 
 
 def start_floor(
@@ -292,7 +307,7 @@ async def start_kubeflow(
         str(plane.kubeconfig_path),
         "--namespace",
         NAMESPACE,
-        f"--enable-scheme={WORKLOAD.kind.scheme}",
+        *_schemes(),
         f"--metrics-bind-address=127.0.0.1:{metrics}",
         f"--health-probe-bind-address=127.0.0.1:{health}",
         f"--webhook-server-port={webhook}",
@@ -587,7 +602,7 @@ async def one_run(
     baseline_src: str | None = None,
 ) -> Result:
     result = Result(kind, jobs, f"{qps}/{burst}")
-    with control_plane(("crd.yaml", WORKLOAD.crd)) as plane:
+    with control_plane(_crds()) as plane:
         client = KubeClient.connect(str(plane.kubeconfig_path))
         operator: Process | None = None
         try:
@@ -759,13 +774,19 @@ async def main() -> None:
         help="another tree's src/ for the `baseline` operator (before/after in one run)",
     )
     parser.add_argument(
+        "--every-kind",
+        action="store_true",
+        help="install every kind's CRD and let every operator serve every kind",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="run tfjob under cProfile (slower: its figures are not comparable); stats "
         "in the logs folder, tfjob-<jobs>-<qps>.prof",
     )
     args = parser.parse_args()
-    global WORKLOAD
+    global WORKLOAD, EVERY_KIND
+    EVERY_KIND = args.every_kind
     kind = next(k for k in FRAMEWORKS.values() if k.scheme == args.kind)
     WORKLOAD = Workload(kind, with_master=bool(kind.master_types) and kind.kind != "TFJob")
     _pin_assets()
