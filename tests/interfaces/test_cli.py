@@ -7,9 +7,11 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from tfjob.interfaces.cli import cli
+from tfjob.frameworks.registry import FRAMEWORKS
+from tfjob.interfaces.cli import COMMANDS, cli
 
 
 def test_help_lists_every_command() -> None:
@@ -17,6 +19,18 @@ def test_help_lists_every_command() -> None:
     assert result.exit_code == 0
     for name in ("run", "render", "operator"):
         assert f"  {name} " in result.output
+
+
+@pytest.mark.parametrize("words", [[], *([name] for name in COMMANDS)], ids=str)
+def test_every_help_names_every_kind(words: list[str]) -> None:
+    """`tfjob --help` and each command's: the kinds come from the registry, so one
+    added there is named everywhere (`run --help` once named five of six)."""
+    result = CliRunner().invoke(cli, [*words, "--help"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    missing = [kind for kind in FRAMEWORKS if kind not in text]
+    assert not missing, f"tfjob {' '.join(words)} --help does not name {missing}"
+    assert "{kinds}" not in text
 
 
 def test_unknown_command_is_an_error() -> None:

@@ -11,16 +11,18 @@ import importlib
 
 import click
 
+from tfjob.interfaces.kinds_named import naming_kinds
+
 # name -> (module under tfjob.interfaces, one-line help shown by `tfjob --help`)
 COMMANDS = {
-    "run": ("run_command", "Run a TFJob on this machine, one process group per replica."),
+    "run": ("run_command", "Run a job on this machine, one process group per replica."),
     "render": ("render_command", "Print the pods and services the operator would create."),
     "submit": ("submit_command", "Create jobs on the cluster; --follow shows one as run does."),
     "get": ("get_command", "Show jobs of every kind on the cluster, or one in full."),
     "logs": ("logs_command", "Print or follow the output of a job's replicas."),
     "wait": ("wait_command", "Wait until a job on the cluster finishes."),
     "delete": ("delete_command", "Delete a job from the cluster."),
-    "operator": ("operator_command", "Run the Kubernetes operator (the TFJob controller)."),
+    "operator": ("operator_command", "Run the Kubernetes operator: one controller per kind."),
 }
 
 
@@ -42,10 +44,12 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, text) for name, (_, text) in COMMANDS.items()])
 
 
+@naming_kinds
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tfjob", prog_name="tfjob")
 def cli() -> None:
-    """Run TFJobs (kubeflow.org/v1): locally as processes, or on Kubernetes."""
+    """Run Kubeflow's training jobs ({kinds}; kubeflow.org/v1): locally as
+    processes, or on Kubernetes."""
 
 
 def main() -> None:

@@ -19,8 +19,10 @@ from tfjob.interfaces.cluster import (
 )
 from tfjob.interfaces.cluster_client.follow import POLL_INTERVAL
 from tfjob.interfaces.cluster_client.jobs_api import JobsApi, NoSuchJob, kind_of, resource_name
+from tfjob.interfaces.kinds_named import naming_kinds
 
 
+@naming_kinds
 @click.command(name="delete")
 @click.argument("job", nargs=-1, required=True, metavar="[KIND] NAME")
 @click.option("--wait", is_flag=True, help="Return only once the job is gone.")
@@ -33,7 +35,7 @@ def command(job: tuple[str, ...], wait: bool, timeout: float | None, target: Tar
     services (running replicas get their grace period).
 
     \b
-    NAME is looked for among every kind the cluster serves; when jobs of several
+    NAME is looked for among every kind the cluster serves ({kinds}); when jobs of several
     kinds have it, name the kind: pytorchjob/NAME or pytorchjob NAME.
     Exit status: 0 deleted, 2 unknown job, 3 cluster unusable, 124 --timeout passed
     before it was gone, 130 Ctrl-C.

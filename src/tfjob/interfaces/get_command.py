@@ -34,6 +34,7 @@ from tfjob.interfaces.cluster_client.jobs_api import (
     kind_of,
     replicas_asked,
 )
+from tfjob.interfaces.kinds_named import naming_kinds
 
 _COLUMNS = ("NAME", "KIND", "STATE", "READY", "SUCCEEDED", "FAILED", "RESTARTS", "AGE")
 _AGE = _COLUMNS.index("AGE")
@@ -61,13 +62,15 @@ class _Asked:
         return self.job.name if self.job else None
 
 
+@naming_kinds
 @click.command(name="get")
 @click.argument("words", nargs=-1, metavar="[KIND] [NAME]")
 @click.option("--watch", "-w", is_flag=True, help="After the first listing, print each change.")
 @click.option("--output", "-o", type=click.Choice(["wide", "yaml", "json"]), help="Output format.")
 @cluster_options
 def command(words: tuple[str, ...], watch: bool, output: str | None, target: Target) -> None:
-    """Show the jobs in the namespace, of every kind the cluster serves, or one job.
+    """Show the jobs in the namespace, of every kind the cluster serves ({kinds}), or
+    one job.
 
     \b
     tfjob get                    every job: TFJobs, PyTorchJobs, ...

@@ -22,10 +22,12 @@ from tfjob.interfaces.cluster_client.follow import FollowOptions, JobFollower
 from tfjob.interfaces.cluster_client.jobs_api import JobsApi, kind_of
 from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput
+from tfjob.interfaces.kinds_named import naming_kinds
 
 _REPLICA = re.compile(r"[a-z]+-\d+")
 
 
+@naming_kinds
 @click.command(name="logs")
 @click.argument("job", nargs=-1, required=True, metavar="[KIND] NAME")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new output until the job ends.")
@@ -43,7 +45,7 @@ def command(
     replica ([worker-1]; [worker-1/sidecar] for another container).
 
     \b
-    NAME is looked for among every kind the cluster serves; when jobs of several
+    NAME is looked for among every kind the cluster serves ({kinds}); when jobs of several
     kinds have it, name the kind as kubectl does: pytorchjob/NAME or pytorchjob NAME.
     Without -f: what each replica wrote so far, one replica after another, each in
     time order. With -f: as it comes, following restarted containers and recreated

@@ -20,6 +20,7 @@ from click.core import ParameterSource
 
 from tfjob.frameworks.registry import FRAMEWORKS
 from tfjob.frameworks.settings import Settings
+from tfjob.interfaces.kinds_named import naming_kinds
 from tfjob.runtimes.kubernetes.controller import logging_setup
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
     return host, metrics, health
 
 
+@naming_kinds
 @click.command("operator")
 @click.option(
     "--kubeconfig",
@@ -140,7 +142,7 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
 @click.option(
     "--namespace",
     envvar="KUBEFLOW_NAMESPACE",
-    help="Only manage TFJobs in this namespace (default: all namespaces).",
+    help="Only manage jobs in this namespace (default: all namespaces).",
 )
 @click.option(
     "--workers",
@@ -274,7 +276,8 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
 )
 @click.pass_context
 def command(ctx: click.Context, /, **params: Any) -> None:
-    """Run the TFJob operator (kubeflow.org/v1) until SIGTERM or SIGINT."""
+    """Run the operator until SIGTERM or SIGINT: a controller for each kind whose CRD
+    the cluster serves ({kinds}), as Kubeflow's training-operator does."""
     # Before the operator's modules are imported: they log through structlog.
     logging_setup.configure(*log_settings(params))
     options = translate(ctx, params)

@@ -15,10 +15,12 @@ from tfjob.core.objects import desired_objects
 from tfjob.core.settings import Settings
 from tfjob.frameworks.registry import with_defaults
 from tfjob.interfaces.job_files import read_jobs
+from tfjob.interfaces.kinds_named import naming_kinds
 
 J = TypeVar("J", bound=Job)
 
 
+@naming_kinds
 @click.command(name="render")
 @click.argument("job_file", metavar="JOB.yaml", type=click.Path(path_type=Path))
 @click.option("--namespace", "-n", help="Namespace of the job [default: the job's, else default].")
@@ -40,11 +42,11 @@ def command(
 ) -> None:
     """Print the pods and services the operator would create for JOB.yaml.
 
-    \b
     A dry run through the same decision core the operator uses: multi-document
-    YAML, for each job in the file (of any kind) first its gang-scheduling group objects (with
-    --gang-scheduler-name), then its pods, then its headless services,
-    each in replica-type order (Chief, Evaluator, Master, PS, Worker, then index).
+    YAML, for each job in the file (of any kind: {kinds}) first its gang-scheduling
+    group objects (with --gang-scheduler-name), then its pods, then its headless
+    services, each in replica-type order (Chief, Evaluator, Master, PS, Worker, then
+    index).
     Nothing is created. The job's uid is unknown until it is created, so the
     ownerReferences name the job but carry an empty uid.
     Exit status 2 on bad input.

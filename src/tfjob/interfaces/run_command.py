@@ -15,6 +15,7 @@ import yaml
 from tfjob.api.types import Job, to_dict
 from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput, invalid, read_jobs
+from tfjob.interfaces.kinds_named import naming_kinds
 from tfjob.interfaces.outcome import exit_status
 from tfjob.runtimes.local import preflight
 from tfjob.runtimes.local.run import LocalRun, RunOptions
@@ -23,6 +24,7 @@ from tfjob.runtimes.local.run import LocalRun, RunOptions
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+@naming_kinds
 @click.command(name="run")
 @click.argument("job_file", metavar="JOB.yaml", type=click.Path(path_type=Path))
 @click.option(
@@ -56,8 +58,8 @@ def command(
     namespace: str | None,
     no_view: bool,
 ) -> None:
-    """Run the job in JOB.yaml (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob) on
-    this machine, one process (group) per replica.
+    """Run the job in JOB.yaml ({kinds}) on this machine, one process (group)
+    per replica.
 
     \b
     Each replica runs its containers' `command` + `args` directly (no shell; `image`

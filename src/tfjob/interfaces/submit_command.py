@@ -22,9 +22,11 @@ from tfjob.interfaces.cluster_client.follow import JobFollower
 from tfjob.interfaces.cluster_client.jobs_api import JobsApi, Object, kind_of, resource_name
 from tfjob.interfaces.console import RunConsole
 from tfjob.interfaces.job_files import BadInput, read_jobs
+from tfjob.interfaces.kinds_named import naming_kinds
 from tfjob.runtimes.kubernetes.transport.client import ApiError
 
 
+@naming_kinds
 @click.command(name="submit")
 @click.argument("job_file", metavar="JOB.yaml", type=click.Path(path_type=Path))
 @click.option(
@@ -37,7 +39,7 @@ from tfjob.runtimes.kubernetes.transport.client import ApiError
 @cluster_options
 def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None:
     """Create the job(s) in JOB.yaml on the cluster of the current kubeconfig context:
-    TFJobs, PyTorchJobs, any kubeflow.org/v1 kind tfjob knows.
+    any kind tfjob serves ({kinds}).
 
     \b
     The file is checked with the same rules as `tfjob run` (and images are required)

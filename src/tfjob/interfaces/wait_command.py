@@ -27,9 +27,11 @@ from tfjob.interfaces.cluster_client.follow import (
     true_condition,
 )
 from tfjob.interfaces.cluster_client.jobs_api import JobsApi, NoSuchJob, Object, kind_of
+from tfjob.interfaces.kinds_named import naming_kinds
 from tfjob.interfaces.outcome import EXIT_FAILED
 
 
+@naming_kinds
 @click.command(name="wait")
 @click.argument("job", nargs=-1, required=True, metavar="[KIND] NAME")
 @click.option(
@@ -50,7 +52,7 @@ def command(
     """Wait for job NAME to finish, or to reach the state given with --for.
 
     \b
-    NAME is looked for among every kind the cluster serves; when jobs of several
+    NAME is looked for among every kind the cluster serves ({kinds}); when jobs of several
     kinds have it, name the kind: pytorchjob/NAME or pytorchjob NAME.
     Exit status: 0 the job Succeeded (or reached the --for state), 1 it Failed (or
     finished without reaching the --for state, or was deleted; the reason on stderr),
