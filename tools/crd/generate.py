@@ -1,6 +1,14 @@
 #!/usr/bin/env python3
-"""Generate the CRDs of every kind (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob, MPIJob) from
-tools/crd/*-crd.in.yaml and Kubernetes' schemas.
+"""Generate the CRD of every kind in tfjob.frameworks.registry.FRAMEWORKS from one shared
+template, each kind's declaration and own part, and Kubernetes' schemas.
+
+Every kind's CRD is tools/crd/shared-crd.in.yaml (what every kind's CRD shares: the
+RunPolicy, the replica spec, the status, the printer columns, the shared CEL rules),
+with `${name}` placeholders filled from the kind's declaration (its framework's kind,
+plural, replica-specs field, training container, whether it has a scale subresource)
+and from its own part, tools/crd/<kind>-crd.in.yaml (its header, descriptions, extra
+spec fields and own CEL rules); the shared template says how the placeholders work.
+A new kind needs its framework in FRAMEWORKS and its own part, nothing here.
 
 Every replica template is a PodTemplateSpec. Rather than copying its schema by hand (or
 keeping templates free-form, which lets the API server store jobs whose pods it will
@@ -37,6 +45,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -87,141 +96,156 @@ GENERATED = """\
 # PodTemplateSpec schema of kube-apiserver {version}: do not edit by hand.
 #
 """
-TFJOB_HEADER = """\
-# The TFJob custom resource, API-compatible with Kubeflow training-operator
-# (kubeflow.org/v1). Replica templates carry the full PodTemplateSpec schema, and CEL
-# rules (x-kubernetes-validations) make the checks Kubeflow's validating webhook makes,
-# so the API server refuses a bad TFJob at once, naming the field. Install it with
-# `kubectl apply --server-side` (as Kubeflow's CRD): client-side apply copies the whole
-# object into an annotation limited to 256 KiB, which this CRD nears (descriptions of
-# the pod fields are left out to stay well under it).
-#
-# Differences from upstream's CRD, on purpose:
-#  - spec.runPolicy defaults to {{}} so every stored TFJob carries it (Kubeflow's Python
-#    SDK cannot deserialise a job without it); its nested `suspend: false` default
-#    then applies too.
-#  - spec is required; restartPolicy, cleanPodPolicy, successPolicy and managedBy are
-#    enums; counts are >= 0; the tf-operator v1.0 fields under spec are refused
-#    instead of silently pruned.
-#  - The webhook's checks are CEL rules, plus ours (replica-type case, name lengths).
-#  - Container names and ports carry the bounds pod validation applies, and containers
-#    at most 64 entries (so the CEL rules fit the API server's cost budget).
-"""
-PYTORCHJOB_HEADER = """\
-# The PyTorchJob custom resource, API-compatible with Kubeflow training-operator
-# (kubeflow.org/v1), with the scale subresource on the Worker replicas as upstream's
-# (`kubectl scale pytorchjob/<name> --replicas=N`). Replica templates carry the full
-# PodTemplateSpec schema and elasticPolicy.metrics autoscaling/v2's MetricSpec; CEL
-# rules make the checks Kubeflow's validating webhook makes. Install it with
-# `kubectl apply --server-side`, as the TFJob CRD.
-#
-# Differences from upstream's CRD, on purpose:
-#  - spec.runPolicy defaults to {{}}, spec is required, enums and bounds on the
-#    policies, as the TFJob CRD.
-#  - The webhook's checks are CEL rules. Replica types are Master and Worker in any
-#    letter case (the operator writes them CamelCase), not two differing only in case;
-#    a Master's replicas may be left out (it defaults to 1).
-#  - Beyond the webhook: nprocPerNode is auto, cpu, gpu or a positive number;
-#    elasticPolicy's counts are >= 1 and minReplicas <= maxReplicas, rdzvBackend is
-#    c10d, etcd or etcd-v2, rdzvPort a port; name lengths and container bounds as the
-#    TFJob CRD.
-"""
-
-# JAXJob, XGBoostJob and PaddleJob: what differs from upstream, shared by the three.
-OTHER_KIND_DIFFERENCES = """\
-# Differences from upstream's CRD, on purpose:
-#  - spec.runPolicy defaults to {{}}, spec is required, enums and bounds on the
-#    policies, as the TFJob CRD.
-#  - The webhook's checks are CEL rules. Replica types in any letter case (the
-#    operator writes them CamelCase), not two differing only in case; a replica count
-#    of at least 1 (a Master's, where one must be 1, may be left out).
-#  - Name lengths and container bounds as the TFJob CRD.
-"""
-JAXJOB_HEADER = (
-    """\
-# The JAXJob custom resource, API-compatible with Kubeflow training-operator
-# (kubeflow.org/v1), with the scale subresource on the Worker replicas as upstream's.
-# Replica templates carry the full PodTemplateSpec schema; CEL rules make the checks
-# Kubeflow's validating webhook makes (Workers only, a container named jax). Install
-# it with `kubectl apply --server-side`, as the TFJob CRD.
-#
-"""
-    + OTHER_KIND_DIFFERENCES
-)
-XGBOOSTJOB_HEADER = (
-    """\
-# The XGBoostJob custom resource, API-compatible with Kubeflow training-operator
-# (kubeflow.org/v1; like upstream's, without a scale subresource). Replica templates
-# carry the full PodTemplateSpec schema; CEL rules make the checks Kubeflow's
-# validating webhook makes (a Master of one replica, Workers, a container named
-# xgboost). Install it with `kubectl apply --server-side`, as the TFJob CRD.
-#
-"""
-    + OTHER_KIND_DIFFERENCES
-)
-PADDLEJOB_HEADER = (
-    """\
-# The PaddleJob custom resource, API-compatible with Kubeflow training-operator
-# (kubeflow.org/v1), with the scale subresource on the Worker replicas (upstream's
-# points at status fields that do not exist; this one at the Worker's). Replica
-# templates carry the full PodTemplateSpec schema and elasticPolicy.metrics
-# autoscaling/v2's MetricSpec; CEL rules make the checks Kubeflow's validating
-# webhook makes (Master and Worker, a container named paddle). Install it with
-# `kubectl apply --server-side`, as the TFJob CRD.
-#
-"""
-    + OTHER_KIND_DIFFERENCES
-    + """\
-#  - elasticPolicy needs a Worker replica spec (upstream's defaulting dereferences
-#    it) and minReplicas <= maxReplicas.
-"""
-)
-
-
-MPIJOB_HEADER = """\
-# The MPIJob custom resource of Kubeflow's training-operator (kubeflow.org/v1, not
-# kubeflow/mpi-operator's v2beta1; like upstream's, without a scale subresource).
-# Replica templates carry the full PodTemplateSpec schema; CEL rules make the checks
-# Kubeflow's reconciler makes (a Launcher of one replica, only Launcher and Worker,
-# named containers with images). Install it with `kubectl apply --server-side`, as
-# the TFJob CRD.
-#
-"""
+SHARED = TOOLS / "shared-crd.in.yaml"
+PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+WHEN = "x-tfjob-when"
+# The framework attributes `x-tfjob-when` may name.
+CONDITIONS = ("status_selector", "requires_named_container")
 
 
 @dataclass(frozen=True)
 class Crd:
-    """One kind's CRD: its hand-written source, its outputs and its header."""
+    """One kind's CRD before the Kubernetes schemas go in: its document, its header,
+    the file it came from and its outputs."""
 
     source: str
+    document: dict[str, Any]
+    header: str
     crd_out: Path
     schema_out: Path
-    header: str
 
 
-CRDS = (
-    Crd("tfjob-crd.in.yaml", MANIFESTS / "crd.yaml", SCHEMAS / "tfjob-v1.json", TFJOB_HEADER),
-    Crd(
-        "pytorchjob-crd.in.yaml",
-        MANIFESTS / "pytorchjob-crd.yaml",
-        SCHEMAS / "pytorchjob-v1.json",
-        PYTORCHJOB_HEADER,
-    ),
-    *(
-        Crd(
-            f"{kind}-crd.in.yaml",
-            MANIFESTS / f"{kind}-crd.yaml",
-            SCHEMAS / f"{kind}-v1.json",
-            header,
-        )
-        for kind, header in (
-            ("jaxjob", JAXJOB_HEADER),
-            ("xgboostjob", XGBOOSTJOB_HEADER),
-            ("paddlejob", PADDLEJOB_HEADER),
-            ("mpijob", MPIJOB_HEADER),
-        )
-    ),
-)
+def declared(framework: Any) -> dict[str, Any]:
+    """The values a kind's declaration gives the shared template: its names."""
+    return {
+        "kind": framework.kind,
+        "plural": framework.plural,
+        "singular": framework.scheme,
+        "group": framework.group,
+        "version": framework.version,
+        "spec_field": framework.spec_field,
+        "container_name": framework.container_name,
+    }
+
+
+def kind_crd(framework: Any, shared: dict[str, Any]) -> Crd:
+    """A kind's CRD: the shared template filled from its declaration and its own part."""
+    source = f"{framework.scheme}-crd.in.yaml"
+    own = yaml.safe_load((TOOLS / source).read_text()) or {}
+    names = declared(framework)
+    allowed = {*shared["defaults"], *shared["required"]}
+    for key in own:
+        if key in names:
+            raise ValueError(f"{source}: {key} comes from the kind's declaration")
+        if key not in allowed:
+            raise ValueError(f"{source}: unknown key {key} (see {SHARED.name}, defaults)")
+    for key in shared["required"]:
+        if own.get(key) is None:
+            raise ValueError(f"{source}: must set {key}")
+    values = {**shared["defaults"], **own, **names}
+    conditions = {name: bool(getattr(framework, name)) for name in CONDITIONS}
+    document = Expander(values, conditions).expand(shared["crd"])
+    return Crd(
+        source=source,
+        document=document,
+        header=values["header"],
+        crd_out=MANIFESTS / (values["manifest"] or f"{framework.scheme}-crd.yaml"),
+        schema_out=SCHEMAS / framework.schema_file,
+    )
+
+
+def kind_crds() -> list[Crd]:
+    """Every registered kind's CRD. The frameworks are read from this tree's src/, so
+    the CRDs follow the declarations next to them (not an installed copy)."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from tfjob.frameworks.registry import FRAMEWORKS
+
+    shared = yaml.safe_load(SHARED.read_text())
+    return [kind_crd(framework, shared) for framework in FRAMEWORKS.values()]
+
+
+class _Drop:
+    """What a placeholder whose value is null expands to: its entry goes."""
+
+
+DROP = _Drop()
+
+
+class Expander:
+    """Fills the shared template's `${name}` placeholders and `x-tfjob-when` guards
+    (shared-crd.in.yaml says what each form does)."""
+
+    def __init__(self, values: dict[str, Any], conditions: dict[str, bool]) -> None:
+        self.values = values
+        self.conditions = conditions
+
+    def expand(self, node: Any) -> Any:
+        if isinstance(node, dict):
+            return self._mapping(node)
+        if isinstance(node, list):
+            return self._list(node)
+        if isinstance(node, str):
+            name = _whole(node)
+            if name is None:
+                return self.text(node)
+            value = self._value(name)
+            return DROP if value is None else self.expand(value)
+        return node
+
+    def text(self, text: str) -> str:
+        return PLACEHOLDER.sub(lambda match: self._string(match[1]), text)
+
+    def _string(self, name: str) -> str:
+        value = self._value(name)
+        if not isinstance(value, str):
+            raise ValueError(f"${{{name}}} inside a string must be a string, not {value!r}")
+        return self.text(value)
+
+    def _value(self, name: str) -> Any:
+        if name not in self.values:
+            raise ValueError(f"no value for ${{{name}}}")
+        return self.values[name]
+
+    def _mapping(self, node: dict[str, Any]) -> Any:
+        if WHEN in node and not self.conditions[node[WHEN]]:
+            return DROP
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == WHEN:
+                continue
+            name = _whole(key)
+            if name is not None and value is None:
+                spliced = self.expand(self._value(name))
+                entries = {} if spliced is DROP else spliced
+                if not isinstance(entries, dict):
+                    raise ValueError(f"${{{name}}} as a key must be a mapping")
+            else:
+                item = self.expand(value)
+                text = self.text(key) if isinstance(key, str) else key
+                entries = {} if item is DROP else {text: item}
+            for entry, item in entries.items():
+                if entry in out:
+                    raise ValueError(f"{entry} twice (a kind's part names a shared field?)")
+                out[entry] = item
+        return out
+
+    def _list(self, node: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for item in node:
+            expanded = self.expand(item)
+            if expanded is DROP:
+                continue
+            if _whole(item) is not None and isinstance(expanded, list):
+                out.extend(expanded)
+            else:
+                out.append(expanded)
+        return out
+
+
+def _whole(node: Any) -> str | None:
+    """The name when `node` is exactly one placeholder, `${name}`."""
+    match = PLACEHOLDER.fullmatch(node) if isinstance(node, str) else None
+    return match[1] if match else None
 
 
 class Inliner:
@@ -341,10 +365,9 @@ def server_version(kubectl: str, kubeconfig: str) -> str:
 
 def generate(schemas: dict[str, Any], version: str, kind: Crd) -> tuple[str, str]:
     """The CRD's YAML text and the package schema's JSON text."""
-    crd = yaml.safe_load((TOOLS / kind.source).read_text())
-    crd = fill(crd, Inliner(schemas))
+    crd = fill(kind.document, Inliner(schemas))
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    header = (GENERATED + kind.header).format(source=kind.source, version=version)
+    header = GENERATED.format(source=kind.source, version=version) + kind.header
     crd_text = header + yaml.safe_dump(crd, sort_keys=False, width=100, allow_unicode=True)
     schema_text = json.dumps(schema, indent=1, sort_keys=True) + "\n"
     return crd_text, schema_text
@@ -371,7 +394,7 @@ def main() -> int:
         version = args.version
     schemas = merged_schemas(documents)
     outputs: dict[Path, str] = {}
-    for kind in CRDS:
+    for kind in kind_crds():
         crd_text, schema_text = generate(schemas, version, kind)
         outputs[kind.crd_out] = crd_text
         outputs[kind.schema_out] = schema_text
