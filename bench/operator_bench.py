@@ -63,11 +63,11 @@ from testkit.controlplane import (
     load_manifest,
 )
 from testkit.helpers import free_port
-from tfjob.api.types import TFJob
 from tfjob.core.objects import PodRenderer, pod_manifest
 from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
+from tfjob.frameworks.tensorflow import TFJob
 from tfjob.runtimes.kubernetes.cache.informer import Informer
 from tfjob.runtimes.kubernetes.controller.events import SENDERS
 from tfjob.runtimes.kubernetes.transport.client import KubeClient

@@ -84,12 +84,11 @@ from bench.operator_bench import (
     tfjob,
 )
 from testkit.helpers import free_port
-from tfjob.api.types import TFJob
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
-from tfjob.frameworks.tensorflow import TENSORFLOW
+from tfjob.frameworks.tensorflow import TENSORFLOW, TFJob
 from tfjob.runtimes.kubernetes.cache.informer import Informer
 from tfjob.runtimes.kubernetes.cache.shared import OWNER_INDEX, Owners
 from tfjob.runtimes.kubernetes.transport.client import METADATA_LIST, KubeClient

@@ -18,10 +18,10 @@ from tfjob.api.observed import (
     Service,
     Terminated,
 )
-from tfjob.api.types import TFJob
 from tfjob.core.plan import Plan
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
+from tfjob.frameworks.tensorflow import TFJob
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 UID = "uid-1"

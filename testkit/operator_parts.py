@@ -15,9 +15,9 @@ from typing import Any
 
 from testkit.helpers import tfjob, until
 from testkit.operators import replica
-from tfjob.api.types import JobStatus, TFJob
+from tfjob.api.types import JobStatus
 from tfjob.core.settings import Settings
-from tfjob.frameworks.tensorflow import TENSORFLOW
+from tfjob.frameworks.tensorflow import TENSORFLOW, TFJob
 from tfjob.runtimes.kubernetes.controller.dry_run import DryRun
 from tfjob.runtimes.kubernetes.controller.operator import Operator, OperatorOptions
 from tfjob.runtimes.kubernetes.controller.reconciler import Reconciler

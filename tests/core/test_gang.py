@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from testkit.builders import NOW, actions_of, advance, job, pods, replica, run, services
-from tfjob.api.types import TFJob
 from tfjob.core import gang
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import CreateGroup, CreatePod, DeleteGroup, UpdateGroup
 from tfjob.core.settings import Settings
+from tfjob.frameworks.tensorflow import TFJob
 
 OWNER = {
     "apiVersion": "kubeflow.org/v1",

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from testkit.builders import actions_of, advance, job, later, pod, replica, run, service
 from tfjob.api.observed import Pod
-from tfjob.api.types import TFJob
 from tfjob.core.plan import CreatePod, CreateService
+from tfjob.frameworks.tensorflow import TFJob
 
 POLICIES = st.sampled_from(["Never", "OnFailure", "Always", "ExitCode"])
 PHASES = st.sampled_from(["Pending", "Running", "Succeeded", "Failed"])

@@ -7,10 +7,9 @@ import json
 import pytest
 
 from testkit.builders import job, replica, with_spec
-from tfjob.api.types import TFJob
 from tfjob.core.settings import Settings
 from tfjob.frameworks.registry import with_defaults
-from tfjob.frameworks.tensorflow import is_distributed, tf_config
+from tfjob.frameworks.tensorflow import TFJob, is_distributed, tf_config
 
 N = "test-tfjob"
 

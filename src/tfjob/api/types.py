@@ -1,9 +1,9 @@
 """Typed model of the kubeflow.org/v1 jobs, decoded with msgspec.
 
 What every kind shares (metadata, runPolicy, replica specs, status) is here, with the
-bases `Job` and `JobSpec` the core works on; each kind's own struct names its replica
-specs field and its extra fields (TFJob's below, the others in their framework file,
-`tfjob.frameworks`).
+bases `Job` and `JobSpec` the core works on; each kind's own struct, in its framework
+file (`tfjob.frameworks.tensorflow.TFJob`, ...), names its replica-specs field and adds
+its extra fields.
 
 The pod template is kept as the plain mapping the user wrote, so fields this model does
 not know (volumes, probes, anything a newer Kubernetes adds) survive a round trip
@@ -71,14 +71,6 @@ class JobSpec(Wire):
         return specs
 
 
-class TFJobSpec(JobSpec):
-    success_policy: str | None = None
-    tf_replica_specs: dict[str, ReplicaSpec] = {}
-    enable_dynamic_worker: bool = False
-
-    REPLICA_SPECS: ClassVar[str] = "tf_replica_specs"
-
-
 class JobCondition(Wire):
     type: str
     status: str
@@ -120,12 +112,6 @@ class Job(Wire):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: JobSpec = msgspec.field(default_factory=JobSpec)
     status: JobStatus = msgspec.field(default_factory=JobStatus)
-
-
-class TFJob(Job):
-    api_version: str = "kubeflow.org/v1"
-    kind: str = "TFJob"
-    spec: TFJobSpec = msgspec.field(default_factory=TFJobSpec)
 
 
 def to_dict(obj: msgspec.Struct) -> dict[str, Any]:

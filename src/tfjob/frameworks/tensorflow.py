@@ -10,8 +10,9 @@
   does not fail the job.
 - Admission: the TFJob CRD's schema and CEL rules (tfjob.api.schema_rules).
 
-The model (`TFJob`) and its constants predate the other kinds and stay in
-`tfjob.api.types` and `tfjob.api.constants`, where the runtimes read them.
+The model (`TFJob`, `TFJobSpec`) and TFJob's names are here, as every kind's are in its
+framework; `tfjob.api.constants` keeps the few of them read outside this file (KIND,
+CONTROLLER_NAME, the `tensorflow` container's name).
 
 TF_CONFIG: how TensorFlow processes find each other. The JSON must be byte-identical
 to upstream's Go `encoding/json` output for the same job: compact separators, cluster
@@ -33,9 +34,40 @@ from tfjob.api.containers import tensorflow_container
 from tfjob.api.errors import FieldError
 from tfjob.api.names import object_name, replica_key
 from tfjob.api.observed import Pod
-from tfjob.api.types import ReplicaSpec, ReplicaStatus, TFJob, TFJobSpec
+from tfjob.api.types import Job, JobSpec, ReplicaSpec, ReplicaStatus
 from tfjob.frameworks.framework import EnvVar, Framework, PodEnv
 from tfjob.frameworks.settings import Settings
+
+# Replica types in canonical case, in the order upstream evaluates status.
+CHIEF = "Chief"
+EVALUATOR = "Evaluator"
+MASTER = c.MASTER
+PS = "PS"
+WORKER = c.WORKER
+REPLICA_TYPES = (CHIEF, EVALUATOR, MASTER, PS, WORKER)
+PORT_NAME = "tfjob-port"
+PORT = 2222
+SUCCESS_POLICIES = ("", "AllWorkers")
+
+
+# --- the model ----------------------------------------------------------------------
+
+
+class TFJobSpec(JobSpec):
+    success_policy: str | None = None
+    tf_replica_specs: dict[str, ReplicaSpec] = {}
+    enable_dynamic_worker: bool = False
+
+    REPLICA_SPECS = "tf_replica_specs"
+
+
+class TFJob(Job):
+    api_version: str = "kubeflow.org/v1"
+    kind: str = "TFJob"
+    spec: TFJobSpec = msgspec.field(default_factory=TFJobSpec)
+
+
+# --- the framework ------------------------------------------------------------------
 
 
 class TensorFlow(Framework[TFJob]):
@@ -43,13 +75,13 @@ class TensorFlow(Framework[TFJob]):
     plural = c.PLURAL
     job_type = TFJob
     spec_field = "tfReplicaSpecs"
-    replica_types = c.REPLICA_TYPES
-    master_types = (c.CHIEF, c.MASTER)
-    example_types = (c.PS, c.WORKER, c.CHIEF, c.MASTER, c.EVALUATOR)
+    replica_types = REPLICA_TYPES
+    master_types = (CHIEF, MASTER)
+    example_types = (PS, WORKER, CHIEF, MASTER, EVALUATOR)
     container_name = c.DEFAULT_CONTAINER_NAME
-    port_name = c.DEFAULT_PORT_NAME
-    port = c.DEFAULT_PORT
-    default_restart_policy = c.DEFAULT_RESTART_POLICY
+    port_name = PORT_NAME
+    port = PORT
+    default_restart_policy = "Never"
     controller_name = c.CONTROLLER_NAME
     schema_file = schema_rules.TFJOB_SCHEMA
     framework_name = "tensorflow"
@@ -65,7 +97,7 @@ class TensorFlow(Framework[TFJob]):
         return msgspec.structs.replace(spec, success_policy=spec.success_policy or "")
 
     def check_spec(self, job: TFJob) -> Iterator[FieldError]:
-        if job.spec.success_policy not in (None, *c.SUCCESS_POLICIES):
+        if job.spec.success_policy not in (None, *SUCCESS_POLICIES):
             yield FieldError(
                 "spec.successPolicy",
                 f"unknown value {job.spec.success_policy!r}",
@@ -73,8 +105,8 @@ class TensorFlow(Framework[TFJob]):
             )
 
     def check_types(self, by_type: dict[str, list[str]]) -> Iterator[FieldError]:
-        if len(by_type.get(c.CHIEF, [])) + len(by_type.get(c.MASTER, [])) > 1 or (
-            c.CHIEF in by_type and c.MASTER in by_type
+        if len(by_type.get(CHIEF, [])) + len(by_type.get(MASTER, [])) > 1 or (
+            CHIEF in by_type and MASTER in by_type
         ):
             yield FieldError(
                 f"spec.{self.spec_field}",
@@ -94,7 +126,7 @@ class TensorFlow(Framework[TFJob]):
         """Worker 0's pod Succeeded and its tensorflow container exited 0."""
         for pod in pods:
             labels = pod.metadata.labels
-            if labels.get(c.LABEL_REPLICA_TYPE) != replica_key(c.WORKER):
+            if labels.get(c.LABEL_REPLICA_TYPE) != replica_key(WORKER):
                 continue
             if labels.get(c.LABEL_REPLICA_INDEX) != "0":
                 continue
@@ -106,7 +138,7 @@ class TensorFlow(Framework[TFJob]):
 
     def tolerates_failure(self, job: TFJob, replica_type: str) -> bool:
         """With enableDynamicWorker, Workers come and go: one failing is not the job's."""
-        return job.spec.enable_dynamic_worker and replica_type == c.WORKER
+        return job.spec.enable_dynamic_worker and replica_type == WORKER
 
 
 TENSORFLOW = TensorFlow()
@@ -126,7 +158,7 @@ def is_distributed(job: TFJob) -> bool:
     replica gets no TF_CONFIG, as upstream)."""
     total = 0
     for key, spec in job.spec.tf_replica_specs.items():
-        if key in c.REPLICA_TYPES:
+        if key in REPLICA_TYPES:
             total += 1 if spec.replicas is None else spec.replicas
     return total != 1
 
@@ -135,9 +167,9 @@ def replica_port(spec: ReplicaSpec) -> int:
     """The `tfjob-port` of the tensorflow container, or 2222."""
     container = tensorflow_container(spec.template.get("spec")) or {}
     for port in container.get("ports") or []:
-        if port.get("name") == c.DEFAULT_PORT_NAME:
+        if port.get("name") == PORT_NAME:
             return int(port["containerPort"])
-    return c.DEFAULT_PORT
+    return PORT
 
 
 def cluster_spec(job: TFJob, settings: Settings) -> dict[str, list[str]]:

@@ -25,8 +25,8 @@ from testkit.kubelet import FakeKubelet
 from testkit.operator_parts import OperatorParts
 from testkit.operators import replica
 from tfjob.api.errors import PermanentError, TemporaryError
-from tfjob.api.types import JobCondition, JobStatus, TFJob
-from tfjob.frameworks.tensorflow import TENSORFLOW
+from tfjob.api.types import JobCondition, JobStatus
+from tfjob.frameworks.tensorflow import TENSORFLOW, TFJob
 from tfjob.runtimes.kubernetes.cache.consistency import Held, JobView
 from tfjob.runtimes.kubernetes.controller.status_writer import StatusConflict, StatusWriter
 from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError

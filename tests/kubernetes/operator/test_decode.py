@@ -7,7 +7,7 @@ import json
 import msgspec
 import pytest
 
-from tfjob.api.types import TFJob
+from tfjob.frameworks.tensorflow import TFJob
 from tfjob.runtimes.kubernetes.cache.informer import is_newer
 from tfjob.runtimes.kubernetes.transport import pod_proto
 from tfjob.runtimes.kubernetes.transport.decode import (

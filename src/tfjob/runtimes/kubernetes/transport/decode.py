@@ -28,7 +28,8 @@ import msgspec
 
 from tfjob.api.errors import InvalidJob
 from tfjob.api.observed import OwnedObject, Pod, Service, table
-from tfjob.api.types import Job, JobStatus, ObjectMeta, TFJob
+from tfjob.api.types import Job, JobStatus, ObjectMeta
+from tfjob.frameworks.tensorflow import TFJob
 from tfjob.runtimes.kubernetes.transport import pod_proto
 
 SHARED_STRING = 64  # longer strings in a job's template are rarely repeated: not interned
