@@ -36,14 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.operator_bench import create_objects
 from tfjob.core.settings import Settings
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
-from tfjob.runtimes.kubernetes.transport.resources import (
-    EVENTS,
-    OWNED_SELECTOR,
-    PODS,
-    TFJOBS,
-    Resource,
-)
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, Resource, jobs_of, owned_by
+
+TFJOBS = jobs_of(TENSORFLOW)
+OWNED_SELECTOR = owned_by(TENSORFLOW)
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 REPLICAS = 4  # the race's jobs: 4 workers each

@@ -67,18 +67,15 @@ from tfjob.core.objects import PodRenderer, pod_manifest
 from tfjob.core.plan import CreatePod, CreateService
 from tfjob.core.reconcile import reconcile
 from tfjob.core.settings import Settings
-from tfjob.frameworks.tensorflow import TFJob
+from tfjob.frameworks.tensorflow import TENSORFLOW, TFJob
 from tfjob.runtimes.kubernetes.cache.informer import Informer
 from tfjob.runtimes.kubernetes.controller.events import SENDERS
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
 from tfjob.runtimes.kubernetes.transport.decode import POD_CODEC, SERVICE_CODEC
-from tfjob.runtimes.kubernetes.transport.resources import (
-    EVENTS,
-    OWNED_SELECTOR,
-    PODS,
-    SERVICES,
-    TFJOBS,
-)
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, SERVICES, jobs_of, owned_by
+
+TFJOBS = jobs_of(TENSORFLOW)
+OWNED_SELECTOR = owned_by(TENSORFLOW)
 
 REPLICAS = 4
 WORKERS = 4  # the operator's default, and the plain client's jobs in flight

@@ -92,14 +92,18 @@ from tfjob.frameworks.tensorflow import TENSORFLOW, TFJob
 from tfjob.runtimes.kubernetes.cache.informer import Informer
 from tfjob.runtimes.kubernetes.cache.shared import OWNER_INDEX, Owners
 from tfjob.runtimes.kubernetes.transport.client import METADATA_LIST, KubeClient
-from tfjob.runtimes.kubernetes.transport.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
+from tfjob.runtimes.kubernetes.transport.decode import POD_CODEC, SERVICE_CODEC, Codec, JobDecoder
 from tfjob.runtimes.kubernetes.transport.resources import (
-    OWNED_SELECTOR,
     PODS,
     SERVICES,
-    TFJOBS,
     Resource,
+    jobs_of,
+    owned_by,
 )
+
+TFJOBS = jobs_of(TENSORFLOW)
+OWNED_SELECTOR = owned_by(TENSORFLOW)
+TFJOB_DECODER = JobDecoder(TFJob)
 
 JOBS_IN_FLIGHT = 16  # jobs being populated at once (each with its 8 objects at once)
 NAMESPACE = "bench-scale"
@@ -383,7 +387,7 @@ def cache_costs(jobs: int) -> None:
     del objects
     print(f"cache per object at {jobs} jobs x {REPLICAS} workers (tracemalloc), {load()}")
     codecs: list[tuple[str, Codec[Any], Resource]] = [
-        ("jobs", JOB_CODEC, TFJOBS),
+        ("jobs", TFJOB_DECODER.codec, TFJOBS),
         ("pods", POD_CODEC, PODS),
         ("services", SERVICE_CODEC, SERVICES),
     ]

@@ -54,7 +54,7 @@ def job(
         spec["runPolicy"] = run_policy
     document: dict[str, Any] = {
         "apiVersion": c.API_VERSION,
-        "kind": c.KIND,
+        "kind": "TFJob",
         "metadata": {"name": name, "namespace": namespace, "uid": UID},
         "spec": spec,
     }

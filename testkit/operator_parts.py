@@ -22,8 +22,11 @@ from tfjob.runtimes.kubernetes.controller.dry_run import DryRun
 from tfjob.runtimes.kubernetes.controller.operator import Operator, OperatorOptions
 from tfjob.runtimes.kubernetes.controller.reconciler import Reconciler
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
-from tfjob.runtimes.kubernetes.transport.decode import decode_tfjob
-from tfjob.runtimes.kubernetes.transport.resources import TFJOBS
+from tfjob.runtimes.kubernetes.transport.decode import JobDecoder
+from tfjob.runtimes.kubernetes.transport.resources import jobs_of
+
+TFJOBS = jobs_of(TENSORFLOW)
+TFJOB_DECODER = JobDecoder(TFJob)
 
 
 class OperatorParts:
@@ -105,4 +108,4 @@ class OperatorParts:
         return cached
 
     async def server_status(self, name: str) -> JobStatus:
-        return decode_tfjob(await self.client.get(TFJOBS, self.namespace, name)).status
+        return TFJOB_DECODER.one(await self.client.get(TFJOBS, self.namespace, name)).status

@@ -22,8 +22,11 @@ import pytest
 
 from testkit.fake_api import FakeApi
 from testkit.helpers import container, tfjob
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.transport.client import METADATA_LIST, ApiError, KubeClient
-from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, TFJOBS
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, jobs_of
+
+TFJOBS = jobs_of(TENSORFLOW)
 
 
 class Script:

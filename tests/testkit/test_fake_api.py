@@ -12,10 +12,13 @@ import pytest
 
 from testkit.fake_api import FakeApi, FakeClient
 from testkit.helpers import tfjob
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.cache.informer import Informer
 from tfjob.runtimes.kubernetes.transport.client import METADATA_LIST, ApiError, TransportError
 from tfjob.runtimes.kubernetes.transport.decode import POD_CODEC
-from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, TFJOBS
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, jobs_of
+
+TFJOBS = jobs_of(TENSORFLOW)
 
 NS = "default"
 

@@ -3,9 +3,8 @@
 They are part of the wire contract with kubectl, Kubeflow's SDK and existing pods, so
 they live in one place and are never spelled out elsewhere. Labels, condition types,
 policies and the replica types several kinds have are every kind's. A kind's own
-names and defaults are in its framework (tfjob.frameworks.<kind>); the few of TFJob's
-still here (KIND, PLURAL, CONTROLLER_NAME, DEFAULT_CONTAINER_NAME) are the ones read
-outside its framework.
+names and defaults are in its framework (tfjob.frameworks.<kind>); the two of TFJob's
+still here (CONTROLLER_NAME, DEFAULT_CONTAINER_NAME) are read outside its framework.
 """
 
 from typing import Final
@@ -13,8 +12,6 @@ from typing import Final
 GROUP: Final = "kubeflow.org"
 VERSION: Final = "v1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
-KIND: Final = "TFJob"
-PLURAL: Final = "tfjobs"
 
 CONTROLLER_NAME: Final = "tfjob-controller"
 # The namespace of a job that names none and is given none on the command line.

@@ -20,6 +20,7 @@ from tfjob.api.errors import FieldError, InvalidJob
 from tfjob.api.types import Job, ReplicaSpec
 from tfjob.frameworks.framework import Framework
 from tfjob.frameworks.registry import FRAMEWORKS, framework_of
+from tfjob.frameworks.tensorflow import TENSORFLOW
 
 J = TypeVar("J", bound=Job)
 
@@ -131,9 +132,9 @@ def _kind_named(text: str) -> str:
             d.get("kind") for d in yaml.load_all(text, Loader=_BASE_LOADER) if isinstance(d, dict)
         }
     except yaml.YAMLError:
-        return c.KIND
+        return TENSORFLOW.kind
     named = kinds & set(FRAMEWORKS)
-    return str(named.pop()) if len(named) == 1 else c.KIND
+    return str(named.pop()) if len(named) == 1 else TENSORFLOW.kind
 
 
 def load_jobs(

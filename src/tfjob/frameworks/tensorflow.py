@@ -11,8 +11,8 @@
 - Admission: the TFJob CRD's schema and CEL rules (tfjob.api.schema_rules).
 
 The model (`TFJob`, `TFJobSpec`) and TFJob's names are here, as every kind's are in its
-framework; `tfjob.api.constants` keeps the few of them read outside this file (KIND,
-CONTROLLER_NAME, the `tensorflow` container's name).
+framework; `tfjob.api.constants` keeps the two read outside this file (CONTROLLER_NAME
+and the `tensorflow` container's name).
 
 TF_CONFIG: how TensorFlow processes find each other. The JSON must be byte-identical
 to upstream's Go `encoding/json` output for the same job: compact separators, cluster
@@ -71,8 +71,8 @@ class TFJob(Job):
 
 
 class TensorFlow(Framework[TFJob]):
-    kind = c.KIND
-    plural = c.PLURAL
+    kind = "TFJob"
+    plural = "tfjobs"
     job_type = TFJob
     spec_field = "tfReplicaSpecs"
     replica_types = REPLICA_TYPES

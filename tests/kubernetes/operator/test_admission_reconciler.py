@@ -29,10 +29,13 @@ from testkit.operator_parts import OperatorParts
 from testkit.operators import replica
 from tfjob.api.errors import PermanentError
 from tfjob.api.types import JobStatus
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.controller import reconciler as reconciler_module
 from tfjob.runtimes.kubernetes.controller.dry_run import DryRun
 from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
-from tfjob.runtimes.kubernetes.transport.resources import TFJOBS
+from tfjob.runtimes.kubernetes.transport.resources import jobs_of
+
+TFJOBS = jobs_of(TENSORFLOW)
 
 # A mount of a volume the pod does not have: the TFJob's schema cannot see it, the
 # API server's pod validation refuses it (422).

@@ -30,7 +30,9 @@ from tfjob.frameworks.tensorflow import TENSORFLOW, TFJob
 from tfjob.runtimes.kubernetes.cache.consistency import Held, JobView
 from tfjob.runtimes.kubernetes.controller.status_writer import StatusConflict, StatusWriter
 from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
-from tfjob.runtimes.kubernetes.transport.resources import TFJOBS
+from tfjob.runtimes.kubernetes.transport.resources import jobs_of
+
+TFJOBS = jobs_of(TENSORFLOW)
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

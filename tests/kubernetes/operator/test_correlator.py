@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.controller.events import (
     COMBINED_PREFIX,
     Correlator,
@@ -9,8 +10,15 @@ from tfjob.runtimes.kubernetes.controller.events import (
     Record,
 )
 
-JOB = ObjectRef(namespace="ns", name="j", uid="uid-1")
-OTHER = ObjectRef(namespace="ns", name="k", uid="uid-2")
+# The job the events are about: a TFJob, reported by its kind's controller.
+TFJOB_REF = {
+    "kind": TENSORFLOW.kind,
+    "api_version": TENSORFLOW.api_version,
+    "reporter": TENSORFLOW.controller_name,
+}
+
+JOB = ObjectRef(namespace="ns", name="j", uid="uid-1", **TFJOB_REF)
+OTHER = ObjectRef(namespace="ns", name="k", uid="uid-2", **TFJOB_REF)
 
 
 class Clock:

@@ -11,13 +11,15 @@ from tfjob.frameworks.tensorflow import TFJob
 from tfjob.runtimes.kubernetes.cache.informer import is_newer
 from tfjob.runtimes.kubernetes.transport import pod_proto
 from tfjob.runtimes.kubernetes.transport.decode import (
+    JobDecoder,
     UndecodableJob,
     continue_token,
     decode_pod_page,
     decode_pods,
     decode_services,
-    decode_tfjob,
 )
+
+TFJOB_DECODER = JobDecoder(TFJob)
 
 POD = {
     "kind": "Pod",
@@ -97,7 +99,7 @@ def test_a_jobs_objects_hold_the_strings_they_repeat_once() -> None:
     page = {"metadata": {"resourceVersion": "5"}, "items": _job_objects("j", 3)}
     pods, _, _ = decode_pods(json.dumps(page).encode())
     services, _, _ = decode_services(json.dumps(page).encode())
-    job = decode_tfjob(
+    job = TFJOB_DECODER.one(
         json.dumps(
             {"metadata": {"name": "j", "namespace": "team-a", "uid": "j"}, "spec": {}}
         ).encode()
@@ -126,7 +128,7 @@ def test_a_tfjob_decodes_into_the_typed_model() -> None:
         "metadata": {"name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "9"},
         "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {}}}}},
     }
-    job = decode_tfjob(json.dumps(raw).encode())
+    job = TFJOB_DECODER.one(json.dumps(raw).encode())
     assert isinstance(job, TFJob)
     assert job.spec.tf_replica_specs["Worker"].replicas == 2
 
@@ -139,7 +141,7 @@ def test_a_tfjob_the_model_cannot_hold_names_the_field_instead_of_crashing() -> 
         "spec": {"tfReplicaSpecs": {"Worker": {"replicas": "two"}}},
         "status": {"conditions": [{"type": "Created", "status": "True"}]},
     }
-    job = decode_tfjob(json.dumps(raw).encode())
+    job = TFJOB_DECODER.one(json.dumps(raw).encode())
     assert isinstance(job, UndecodableJob)
     assert "spec.tfReplicaSpecs[Worker].replicas" in job.error
     assert (job.metadata.name, job.metadata.resource_version) == ("j", "9")

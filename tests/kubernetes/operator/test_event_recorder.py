@@ -20,11 +20,19 @@ import pytest
 from testkit.controlplane import ControlPlane
 from testkit.fake_api import FakeApi
 from testkit.fault_proxy import FaultProxy, Rule, token_of
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.controller import events as events_module
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.events import COMBINED_PREFIX, EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.transport.resources import EVENTS
+
+# The job the events are about: a TFJob, reported by its kind's controller.
+TFJOB_REF = {
+    "kind": TENSORFLOW.kind,
+    "api_version": TENSORFLOW.api_version,
+    "reporter": TENSORFLOW.controller_name,
+}
 
 DROPS = ("rejected", "overflow", "shutdown")  # the reasons of tfjob_events_dropped_total
 
@@ -66,7 +74,7 @@ async def test_repeats_fold_into_counts_and_every_occurrence_is_written(
     client: KubeClient, namespace: str
 ) -> None:
     recorder = EventRecorder(client)
-    job = ObjectRef(namespace=namespace, name="j", uid="uid-1")
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-1", **TFJOB_REF)
     async with _sending(recorder):
         for _ in range(100):  # a restart loop re-reporting one exit
             recorder.record(job, "Normal", "ExitedWithCode", "Pod: j-worker-0 exited with code 1")
@@ -85,7 +93,7 @@ async def test_repeats_fold_into_counts_and_every_occurrence_is_written(
 
 async def test_an_event_the_api_will_not_take_is_counted_as_dropped(api: FakeApi) -> None:
     recorder = EventRecorder(api.client())  # type: ignore[arg-type]
-    gone = ObjectRef(namespace="no-such-namespace-here", name="j", uid="uid-2")
+    gone = ObjectRef(namespace="no-such-namespace-here", name="j", uid="uid-2", **TFJOB_REF)
     async with _sending(recorder):
         recorder.record(gone, "Normal", "TFJobCreated", "TFJob j is created.")
         assert await recorder.flush(30)
@@ -106,7 +114,7 @@ async def test_folded_repeats_are_counted_exactly_through_faults_on_every_write(
     Events count exactly the occurrences recorded, and none is given up."""
     rng = random.Random(3)
     recorded: Counter[str] = Counter()
-    job = ObjectRef(namespace=namespace, name="j", uid="uid-6")
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-6", **TFJOB_REF)
     faults = (Rule("429", 0.2), Rule("500", 0.15), Rule("reset-after", 0.2))
     async with _through_faults(control_plane, kubeconfig, tmp_path, 5, *faults) as (
         proxy,
@@ -142,7 +150,7 @@ async def test_events_wait_while_creates_are_in_flight_and_all_follow_them(api: 
     client, namespace = api.client(), "default"
     writes = ReconcileWrites()
     recorder = EventRecorder(client, writes=writes, max_wait=30)
-    job = ObjectRef(namespace=namespace, name="j", uid="uid-3")
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-3", **TFJOB_REF)
     async with _sending(recorder):
         with writes.acting():  # a reconcile's creates are on the wire
             for i in range(8):
@@ -162,7 +170,7 @@ async def test_an_event_waits_behind_creates_no_longer_than_its_bound(api: FakeA
     client, namespace = api.client(), "default"
     writes = ReconcileWrites()
     recorder = EventRecorder(client, writes=writes, max_wait=0.5)
-    job = ObjectRef(namespace=namespace, name="j", uid="uid-4")
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-4", **TFJOB_REF)
     async with _sending(recorder):
         with writes.acting():  # creates never stop
             recorder.record(job, "Normal", "TFJobCreated", "TFJob j is created.")
@@ -175,7 +183,7 @@ async def test_a_flush_writes_every_event_at_once_even_while_creates_go_on(api: 
     client, namespace = api.client(), "default"
     writes = ReconcileWrites()
     recorder = EventRecorder(client, writes=writes, max_wait=30)
-    job = ObjectRef(namespace=namespace, name="j", uid="uid-5")
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-5", **TFJOB_REF)
     loop = asyncio.get_running_loop()
     async with _sending(recorder):
         with writes.acting():
@@ -215,7 +223,7 @@ async def test_events_recorded_within_the_clocks_resolution_are_all_written(
     monkeypatch.setattr(events_module.time, "time_ns", lambda: 1_700_000_000_000_000_000)
     client, namespace = api.client(), "default"
     recorder = EventRecorder(client)  # type: ignore[arg-type]
-    job = ObjectRef(namespace=namespace, name="j", uid="uid-3")
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-3", **TFJOB_REF)
     async with _sending(recorder):
         for i in range(3):
             recorder.record(job, "Normal", "SuccessfulCreatePod", f"Created pod: j-worker-{i}")
@@ -232,7 +240,7 @@ async def test_a_flush_does_not_wait_out_the_writers_retry_backoff(
     monkeypatch.setattr(events_module, "RETRY_BASE", 30.0)
     monkeypatch.setattr(events_module, "RETRY_MAX", 30.0)
     client, namespace = api.client(), "default"
-    job = ObjectRef(namespace=namespace, name="j", uid="uid-9")
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-9", **TFJOB_REF)
     api.fail(503, verb="create", resource=EVENTS, times=events_module.SENDERS)
     recorder = EventRecorder(client)  # type: ignore[arg-type]
     async with _sending(recorder):
@@ -257,7 +265,7 @@ async def test_a_create_whose_answer_was_lost_is_not_written_twice(api: FakeApi)
     client, namespace = api.client(), "default"
     api.fail(TransportError("reset"), verb="create", resource=EVENTS, after=True)
     recorder = EventRecorder(client)  # type: ignore[arg-type]
-    job = ObjectRef(namespace=namespace, name="j", uid="uid-7")
+    job = ObjectRef(namespace=namespace, name="j", uid="uid-7", **TFJOB_REF)
     async with _sending(recorder):
         recorder.record(job, "Normal", "TFJobCreated", "TFJob j is created.")
         assert await recorder.flush(10)

@@ -15,9 +15,12 @@ import msgspec
 from testkit.helpers import tfjob
 from testkit.operators import replica
 from tfjob.api.constants import CONTROLLER_NAME
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.controller.operator import Operator, OperatorOptions
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
-from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, SERVICES, TFJOBS
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, SERVICES, jobs_of
+
+TFJOBS = jobs_of(TENSORFLOW)
 
 
 async def _items(client: KubeClient, resource: Any, namespace: str) -> list[dict[str, Any]]:

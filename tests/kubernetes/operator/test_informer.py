@@ -18,10 +18,14 @@ from testkit.fake_api import FakeApi
 from testkit.helpers import IMAGE, tfjob, until
 from testkit.operators import replica
 from tfjob.api.observed import Pod
+from tfjob.frameworks.tensorflow import TENSORFLOW, TFJob
 from tfjob.runtimes.kubernetes.cache.informer import Handlers, Informer
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
-from tfjob.runtimes.kubernetes.transport.decode import JOB_CODEC, POD_CODEC, SERVICE_CODEC, Codec
-from tfjob.runtimes.kubernetes.transport.resources import PODS, SERVICES, TFJOBS, Resource
+from tfjob.runtimes.kubernetes.transport.decode import POD_CODEC, SERVICE_CODEC, Codec, JobDecoder
+from tfjob.runtimes.kubernetes.transport.resources import PODS, SERVICES, Resource, jobs_of
+
+TFJOBS = jobs_of(TENSORFLOW)
+TFJOB_DECODER = JobDecoder(TFJob)
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
 
@@ -201,7 +205,7 @@ async def test_the_first_list_delivers_every_object_once_by_the_time_it_is_synce
     cases: list[tuple[Resource, Codec[Any], bool]] = [
         (SERVICES, SERVICE_CODEC, False),
         (SERVICES, SERVICE_CODEC, True),
-        (TFJOBS, JOB_CODEC, False),
+        (TFJOBS, TFJOB_DECODER.codec, False),
     ]
     for resource, codec, metadata_only in cases:
         informer: Informer[Any] = Informer(

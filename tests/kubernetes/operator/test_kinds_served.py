@@ -19,8 +19,11 @@ from testkit.fake_api import FakeApi
 from testkit.operators import Jobs, Operators, replica
 from tfjob.frameworks.pytorch import PYTORCH
 from tfjob.frameworks.registry import FRAMEWORKS
+from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.controller.operator import Operator, OperatorOptions
-from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, SERVICES, TFJOBS
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, SERVICES, jobs_of
+
+TFJOBS = jobs_of(TENSORFLOW)
 
 OPTIONS = OperatorOptions(namespace="default", metrics_port=-1, health_port=-1)
 

@@ -55,7 +55,6 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from tfjob.api import constants as c
 from tfjob.api.timestamps import rfc3339
 from tfjob.runtimes.kubernetes.cache.backoff import Backoff
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites, now
@@ -86,10 +85,10 @@ class ObjectRef:
     namespace: str
     name: str
     uid: str
+    kind: str  # the job's kind and apiVersion: "PyTorchJob", "kubeflow.org/v1"
+    api_version: str
+    reporter: str  # source.component, the kind's controller: "pytorchjob-controller"
     resource_version: str = ""
-    kind: str = c.KIND
-    api_version: str = c.API_VERSION
-    reporter: str = c.CONTROLLER_NAME  # source.component, e.g. "pytorchjob-controller"
 
     def to_wire(self) -> dict[str, str]:
         ref = {

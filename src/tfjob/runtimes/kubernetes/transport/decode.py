@@ -29,7 +29,6 @@ import msgspec
 from tfjob.api.errors import InvalidJob
 from tfjob.api.observed import OwnedObject, Pod, Service, table
 from tfjob.api.types import Job, JobStatus, ObjectMeta
-from tfjob.frameworks.tensorflow import TFJob
 from tfjob.runtimes.kubernetes.transport import pod_proto
 
 SHARED_STRING = 64  # longer strings in a job's template are rarely repeated: not interned
@@ -313,14 +312,6 @@ class JobDecoder:
         return jobs, page.metadata.resourceVersion, page.metadata.continue_
 
 
-_TFJOBS = JobDecoder(TFJob)
-
-
-def decode_tfjob(raw: bytes) -> CachedJob:
-    """A TFJob, or an UndecodableJob (the tests' and benchmarks' shorthand)."""
-    return _TFJOBS.one(raw)
-
-
 def _lenient_meta(raw: bytes) -> ObjectMeta:
     try:
         return _meta_only.decode(raw).metadata
@@ -390,7 +381,6 @@ POD_CODEC: Codec[Pod] = Codec(decode_pods, decode_pod)
 # JSON (pod_proto.py says why); watch events JSON.
 POD_PROTO_CODEC: Codec[Pod] = Codec(decode_pod_page, decode_pod, list_accept=pod_proto.PROTOBUF)
 SERVICE_CODEC: Codec[Service] = Codec(decode_services, decode_service)
-JOB_CODEC: Codec[CachedJob] = _TFJOBS.codec  # TFJobs'; another kind's: JobDecoder(type)
 
 
 def owned_codec(api_version: str, kind: str, *, with_status: bool = False) -> Codec[OwnedObject]:

@@ -40,11 +40,7 @@ class Resource:
 PODS: Final = Resource("", "v1", "pods")
 SERVICES: Final = Resource("", "v1", "services")
 EVENTS: Final = Resource("", "v1", "events")
-TFJOBS: Final = Resource(c.GROUP, c.VERSION, c.PLURAL)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
-
-# Everything the operator made carries this label; informers watch only these.
-OWNED_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.CONTROLLER_NAME}"
 
 
 def jobs_of(kind: KindDeclaration) -> Resource:
@@ -53,7 +49,8 @@ def jobs_of(kind: KindDeclaration) -> Resource:
 
 
 def owned_by(kind: KindDeclaration) -> str:
-    """The label selector of the pods and services made for one kind's jobs."""
+    """The label selector of the pods and services made for one kind's jobs (everything
+    the operator makes carries its kind's label; informers watch only these)."""
     return f"{c.LABEL_OPERATOR_NAME}={kind.controller_name}"
 
 
