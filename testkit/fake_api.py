@@ -650,8 +650,9 @@ class FakeClient:
                 if line is not None:
                     yield line
             while True:
-                try:
-                    change = await asyncio.wait_for(watch.queue.get(), deadline - loop.time())
+                try:  # not wait_for, which on 3.11 can swallow a cancellation
+                    async with asyncio.timeout_at(deadline):
+                        change = await watch.queue.get()
                 except TimeoutError:
                     return
                 if change is None:

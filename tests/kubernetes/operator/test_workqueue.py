@@ -113,6 +113,20 @@ async def test_an_earlier_deadline_for_a_key_wins_and_fires_once() -> None:
     await timer
 
 
+async def test_the_timer_stops_when_cancelled_as_it_is_woken() -> None:
+    """The operator cancels the timer at shutdown while writes keep waking it: a
+    cancellation that lands as the wake does must stop it (asyncio.wait_for on 3.11
+    swallowed it, and the operator's shutdown hung waiting for the timer)."""
+    queue = WorkQueue()
+    queue.add_after("ns/b", 10.0)
+    timer = asyncio.create_task(queue.run_timer())
+    await asyncio.sleep(0.01)  # waiting for that deadline
+    queue.add_after("ns/a", 5.0)  # an earlier one wakes it...
+    timer.cancel()  # ...in the same step as the cancellation
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(timer, 1)
+
+
 async def test_zero_delay_adds_at_once() -> None:
     queue = WorkQueue()
     queue.add_after("ns/a", 0)

@@ -110,7 +110,8 @@ class LocalContainer:
             delay, self._backoff = self._backoff, min(self._backoff * 2, MAX_BACKOFF)
             self._set_state(ContainerState(waiting=Waiting(reason="CrashLoopBackOff")))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._stopping.wait()
                 return
             self.restart_count += 1
             self._log.marker(f"container {self.name} restarted in place ({self.restart_count})")
@@ -229,6 +230,7 @@ class _Process(asyncio.SubprocessProtocol):
         """Let the output already written reach the log; give up on a pipe held elsewhere
         (a process that left the group with setsid)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._closed), _DRAIN_TIMEOUT)
+            async with asyncio.timeout(_DRAIN_TIMEOUT):
+                await asyncio.shield(self._closed)
         assert self._transport is not None
         self._transport.close()

@@ -87,7 +87,8 @@ class LocalPod:
         """Wait for the containers to exit; SIGKILL them after `grace_period` seconds."""
         waiting = asyncio.gather(*(c.wait() for c in self.containers))
         try:
-            await asyncio.wait_for(asyncio.shield(waiting), grace_period)
+            async with asyncio.timeout(grace_period):
+                await asyncio.shield(waiting)
         except TimeoutError:
             self.kill()
             await waiting

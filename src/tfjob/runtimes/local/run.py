@@ -161,7 +161,8 @@ class LocalRun:
 
     async def _sleep(self, seconds: float | None) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     def _record(self, events: list[Event]) -> None:
         """Pass on the plan's events, except those the previous plan had too: the core

@@ -218,7 +218,8 @@ class WorkQueue:
             if timeout is not None and timeout <= 0:
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._timer_wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._timer_wake.wait()
 
     def _release_due(self) -> None:
         now = self._clock()

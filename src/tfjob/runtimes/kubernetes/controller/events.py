@@ -304,7 +304,8 @@ class EventRecorder:
         self._flush_started.set()
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._drained.wait(), seconds)
+                async with asyncio.timeout(seconds):
+                    await self._drained.wait()
         finally:
             self._flushing = False
             self._flush_started.clear()
@@ -351,7 +352,8 @@ class EventRecorder:
             await asyncio.sleep(min(pause, FLUSH_RETRY))
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._flush_started.wait(), pause)
+            async with asyncio.timeout(pause):
+                await self._flush_started.wait()
 
     async def _next(self) -> Entry:
         """The oldest waiting entry, once it may be written."""
@@ -362,7 +364,8 @@ class EventRecorder:
                 _ident, entry = self._waiting.popitem(last=False)
                 return entry
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
 
     def _head_wait(self) -> float | None:
         """Seconds until the oldest entry may go (see activity.py); None: none waits.

@@ -150,7 +150,8 @@ class TokenBucket:
             if self._tokens < want:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), (want - self._tokens) / self._rate)
+                    async with asyncio.timeout((want - self._tokens) / self._rate):
+                        await self._wake.wait()
                 continue
             while self._tokens >= 1.0 and (self._first or self._rest):
                 waiter = (self._first or self._rest).popleft()
