@@ -110,20 +110,38 @@ class LeaderElector:
                 await asyncio.sleep(self._config.retry_period / 4)
 
     async def release(self) -> None:
-        """Give the lease up (best effort) so a successor need not wait it out."""
+        """Give the lease up (best effort) so a successor need not wait it out.
+
+        A renewal cancelled on the way out (SIGTERM) may have reached the API server
+        without our seeing its answer: the version we hold is then stale and the PUT
+        meets 409. The Lease is read again and, still ours, released at its version,
+        or a rolling update's new pod would wait out the whole lease duration."""
         if not self.is_leader or self._observed is None:
             return
-        spec = msgspec.structs.replace(
-            self._observed,
+        try:
+            if not await self._put(self._released(self._observed)):
+                await self._release_current()
+        except (ApiError, TransportError) as error:
+            log.warning("could not release lease", error=str(error))
+        self.is_leader = False
+
+    async def _release_current(self) -> None:
+        config = self._config
+        raw = await self._client.get(LEASES, config.namespace, config.name)
+        lease = msgspec.json.decode(raw, type=Lease)
+        if lease.spec.holder_identity == config.identity:
+            self._version = lease.metadata.resource_version
+            await self._put(self._released(lease.spec))
+
+    @staticmethod
+    def _released(spec: LeaseSpec) -> LeaseSpec:
+        """The lease as a released one is written (client-go's): no holder, 1 s left."""
+        return msgspec.structs.replace(
+            spec,
             holder_identity="",
             lease_duration_seconds=1,
             renew_time=rfc3339_micro(datetime.now(UTC)),
         )
-        try:
-            await self._put(spec)
-        except (ApiError, TransportError) as error:
-            log.warning("could not release lease", error=str(error))
-        self.is_leader = False
 
     @property
     def _lease_name(self) -> str:

@@ -152,7 +152,7 @@ class Operator:
         )
         self.servers = Servers(
             self.metrics,
-            self.synced,
+            self.ready,
             host=options.bind_host,
             metrics_port=options.metrics_port,
             health_port=options.health_port,
@@ -161,6 +161,14 @@ class Operator:
 
     def synced(self) -> bool:
         return self._synced
+
+    def ready(self) -> bool:
+        """What /readyz answers: a replica waiting for the Lease is ready (a standby,
+        as controller-runtime's managers: readiness never waits on leadership, or a
+        rolling update's new pod could not become Ready while the old one leads); the
+        leader, and an operator without leader election, once the caches are synced."""
+        standby = self.elector is not None and not self.elector.is_leader
+        return standby or self._synced
 
     def _build(self, kinds: list[Framework[Any]]) -> SharedInformers:
         """The caches of `kinds` (one informer per resource), a controller for each
