@@ -2,12 +2,14 @@
 node, installed with the README's command, running in a pod under PodSecurity
 `restricted` with its ServiceAccount's in-cluster credentials (through the
 `kubernetes` Service's IP and kube-proxy), holding its Lease, and scraped through its
-Service. Then upgraded in place while a job runs."""
+Service. Then upgraded in place while a job runs, with a Ready operator pod all
+along, and scaled to two: the standby is Ready and takes over when the leader dies."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -33,6 +35,45 @@ def operator_pods(kube: Client) -> list[Pod]:
         for p in kube.list(Pod, namespace="tfjob-system", labels=OPERATOR_LABELS)
         if p.metadata is not None and p.metadata.deletionTimestamp is None
     ]
+
+
+def ready_operator_pods(kube: Client) -> int:
+    """How many operator pods the kubelet's probe finds Ready (a Service sends to them)."""
+    return sum(
+        any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+        for p in operator_pods(kube)
+        if p.status is not None
+    )
+
+
+def lease_holder(kube: Client) -> str:
+    """The pod holding the operator's Lease (its identity is `<pod>_<random>`)."""
+    lease = kube.get(Lease, "tfjob-operator", namespace="tfjob-system")
+    assert lease.spec is not None
+    return (lease.spec.holderIdentity or "").rsplit("_", 1)[0]
+
+
+class ReadyCount:
+    """The fewest Ready operator pods seen while it runs (polled on a thread)."""
+
+    def __init__(self, kube: Client) -> None:
+        self.fewest: int | None = None
+        self._kube = kube
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> ReadyCount:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.2):
+            with_ready = ready_operator_pods(self._kube)
+            self.fewest = with_ready if self.fewest is None else min(self.fewest, with_ready)
 
 
 def scrape(kube: Client) -> str:
@@ -164,22 +205,21 @@ def test_upgrade_in_place_while_a_job_runs_keeps_the_job_and_its_pods(
             }
         )
     )
-    kubectl(node, *readme_install_command()[:-1], str(overlay))
-    kubectl(
-        node, "-n", "tfjob-system", "rollout", "status", "deployment/tfjob-operator",
-        "--timeout=180s", timeout=200,
-    )  # fmt: skip
+    deployment = kube.get(Deployment, "tfjob-operator", namespace="tfjob-system")
+    assert deployment.spec is not None and deployment.spec.strategy is not None
+    assert deployment.spec.strategy.type == "RollingUpdate"  # a standby is Ready
+    with ReadyCount(kube) as ready:
+        kubectl(node, *readme_install_command()[:-1], str(overlay))
+        kubectl(
+            node, "-n", "tfjob-system", "rollout", "status", "deployment/tfjob-operator",
+            "--timeout=180s", timeout=200,
+        )  # fmt: skip
+    assert ready.fewest is not None and ready.fewest >= 1  # no downtime: never 0 Ready
     (new,) = until(lambda: len(p := operator_pods(kube)) == 1 and p, 60, "one operator pod")
     assert new.metadata is not None and new.spec is not None
     assert new.metadata.uid != old.metadata.uid
     assert new.spec.containers[0].image == tag
-    until(
-        lambda: kube.get(
-            Lease, "tfjob-operator", namespace="tfjob-system"
-        ).spec.holderIdentity.startswith(f"{new.metadata.name}_"),
-        90,
-        "the new pod leading",
-    )
+    until(lambda: lease_holder(kube) == new.metadata.name, 90, "the new pod leading")  # type: ignore[union-attr]
 
     job = wait_finished(kube, namespace, "upgrade", timeout=180)
     assert job["status"]["conditions"][-1]["type"] == "Succeeded"
@@ -190,3 +230,59 @@ def test_upgrade_in_place_while_a_job_runs_keeps_the_job_and_its_pods(
     } == services
     deployment = kube.get(Deployment, "tfjob-operator", namespace="tfjob-system")
     assert deployment.status is not None and deployment.status.availableReplicas == 1
+
+
+@pytest.mark.timeout(900)
+def test_a_second_replica_is_a_ready_standby_and_takes_over_a_killed_leader(
+    node: Node, kube: Client, installed_operator: dict[str, Any], namespace: str
+) -> None:
+    """Scaled to 2, both pods are Ready, one leads. Its container SIGKILLed (no Lease
+    release), the standby takes the Lease once the lease duration (15 s) has passed,
+    adopts the running job without recreating a pod, and serves new jobs."""
+    kubectl(node, "-n", "tfjob-system", "scale", "deployment/tfjob-operator", "--replicas=2")
+    try:
+        until(lambda: ready_operator_pods(kube) == 2, 120, "2 Ready operator pods")
+        leader = until(lambda: lease_holder(kube), 60, "a leader")
+        (standby,) = [p for p in operator_pods(kube) if p.metadata.name != leader]  # type: ignore[union-attr]
+        assert standby.metadata is not None and standby.metadata.name
+
+        submit(
+            kube,
+            shell_job("kept", namespace, workers=2, script="echo started; sleep 40; echo done"),
+        )
+        running = until(
+            lambda: (
+                (p := pods_of(kube, namespace, "kept"))
+                and len(p) == 2
+                and all(x.status.phase == "Running" for x in p)
+                and p
+            ),
+            120,
+            "2 Running workers",
+        )
+        uids = {p.metadata.name: p.metadata.uid for p in running}
+
+        (killed,) = [p for p in operator_pods(kube) if p.metadata.name == leader]  # type: ignore[union-attr]
+        assert killed.status is not None
+        (status,) = killed.status.containerStatuses or []
+        assert status.containerID
+        node.ctr("tasks", "kill", "--signal", "SIGKILL", status.containerID.split("://")[1])
+        killed_at = time.monotonic()
+        until(lambda: lease_holder(kube) == standby.metadata.name, 60, "the standby leading")  # type: ignore[union-attr]
+        took = time.monotonic() - killed_at
+        # The lease duration by the standby's clock, plus up to 2 looks at the Lease
+        # (2 s retry + 20 % jitter each) and the API round trips.
+        assert took <= 15 + 2 * 2.4 + 5, f"took the Lease {took:.1f} s after the kill"
+
+        submit(kube, shell_job("after", namespace, workers=1, script="echo hello"))
+        assert (
+            wait_finished(kube, namespace, "after", timeout=120)["status"]["conditions"][-1]["type"]
+            == "Succeeded"
+        )
+        job = wait_finished(kube, namespace, "kept", timeout=120)
+        assert job["status"]["conditions"][-1]["type"] == "Succeeded"
+        after = {p.metadata.name: p.metadata.uid for p in pods_of(kube, namespace, "kept")}
+        assert after == uids  # adopted: the same pods ran to the end, none added
+    finally:
+        kubectl(node, "-n", "tfjob-system", "scale", "deployment/tfjob-operator", "--replicas=1")
+        until(lambda: len(operator_pods(kube)) == 1, 120, "one operator pod again")
