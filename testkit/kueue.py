@@ -13,7 +13,11 @@ against the session's control plane, as a child process like the scheduler and k
   Kueue's own webhooks and those of the kubeflow.org kinds it is given are installed:
   the pod, Deployment and StatefulSet ones would put Kueue in the path of every pod
   the other tests create;
-- with internal certificate management off, Kueue v0.17 reads its metrics certificate
+- its configuration lists those kinds' integrations (``kubeflow.org/tfjob``, ...) in
+  ``integrations.frameworks``: Kueue v0.19 no longer enables the deprecated Kubeflow
+  v1 integration by default (its release configuration leaves it out), though it
+  still builds it in;
+- with internal certificate management off, Kueue v0.19 reads its metrics certificate
   from the fixed path ``/etc/kueue/metrics/certs`` whether metrics are served or not.
   Rather than write there, Kueue runs in a private mount namespace (``unshare
   --mount``) whose ``/etc`` is a read-only overlay of the test's folder
@@ -79,6 +83,8 @@ WEBHOOK_CONFIGURATIONS = {
 #: Inside Kueue's mount namespace this folder holds the metrics certificate.
 METRICS_CERTS = "kueue/metrics/certs"
 KUEUE_GROUP = "kueue.x-k8s.io"
+#: Kueue's objects in the version v0.19 stores and prefers (it still serves v1beta1,
+#: deprecated).
 KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 GANG_API = "/apis/scheduling.k8s.io/v1alpha2"
@@ -129,7 +135,12 @@ class Kueue:
 
     @property
     def frameworks(self) -> list[str]:
-        """Kueue's integration names: ``kubeflow.org/tfjob`` for TFJob."""
+        """Kueue's built-in integration names: ``kubeflow.org/tfjob`` for TFJob.
+
+        Listed in ``integrations.frameworks``: v0.19's default configuration leaves them out.
+        Never in ``integrations.externalFrameworks`` as well: that list is for kinds
+        whose Workloads another controller makes, and Kueue refuses a configuration
+        naming a kind in both ("Duplicate value")."""
         return [f"{FRAMEWORKS[kind].group}/{kind.lower()}" for kind in self.kinds]
 
     @property

@@ -165,9 +165,10 @@ fi
 # wrapper module (its go.mod lists them as tools), hence its version and Go cache.
 kwok_version="v0.8.0"
 kubeflow_version="v1.9.4"
-# The newest Kueue the module proxy serves that still ships the Kubeflow v1 (kubeflow.org)
-# integration, pkg/controller/jobs/kubeflow/ (deprecated upstream, still built in).
-kueue_version="v0.17.0"
+# Kueue v0.19.0 still builds in the Kubeflow v1 (kubeflow.org) integration,
+# pkg/controller/jobs/kubeflow/, but no longer enables it by default (deprecated;
+# removal tentatively v0.20): testkit/kueue.py lists its kinds in the configuration.
+kueue_version="v0.19.0"
 k8s_ld() {
     local minor="${k8s_version#v1.}" ld="-s -w" pkgpath
     minor="${minor%%.*}"
