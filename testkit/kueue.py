@@ -12,7 +12,8 @@ against the session's control plane, as a child process like the scheduler and k
   configurations call ``https://127.0.0.1:<port>/<path>`` with that CA. Only
   Kueue's own webhooks and those of the kubeflow.org kinds it is given are installed:
   the pod, Deployment and StatefulSet ones would put Kueue in the path of every pod
-  the other tests create;
+  the other tests create. The job webhooks skip kube-system and Kueue's namespace,
+  as v0.19's kustomization has them;
 - its configuration lists those kinds' integrations (``kubeflow.org/tfjob``, ...) in
   ``integrations.frameworks``: Kueue v0.19 no longer enables the deprecated Kubeflow
   v1 integration by default (its release configuration leaves it out), though it
@@ -318,16 +319,17 @@ class Kueue:
                     continue
                 hook = copy.deepcopy(hook)
                 hook["clientConfig"] = self._client_config(hook["clientConfig"]["service"]["path"])
+                if not _is_kueue_hook(hook):
+                    hook["namespaceSelector"] = _JOB_HOOK_NAMESPACES
                 out["webhooks"].append(hook)
             docs.append(out)
         apply_documents(self.kube, docs)
 
     def _wanted(self, hook: dict[str, Any]) -> bool:
+        if _is_kueue_hook(hook):
+            return True
         for rule in hook["rules"]:
-            groups = rule["apiGroups"]
-            if KUEUE_GROUP in groups:
-                return True
-            if "kubeflow.org" in groups and "v1" in rule["apiVersions"]:
+            if "kubeflow.org" in rule["apiGroups"] and "v1" in rule["apiVersions"]:
                 return any(r in self.plurals for r in rule["resources"])
         return False
 
@@ -403,6 +405,25 @@ def install_crds(
 def config_dir_of(binary: Path) -> Path:
     """Where build.sh put Kueue's manifests: ``config/`` beside the real binary."""
     return binary.resolve().parent / "config"
+
+
+#: Where the job webhooks apply: upstream's v0.19 kustomization gives every job kind's
+#: webhook the pod webhook's selector, so the API server never calls Kueue for the jobs
+#: of kube-system or of Kueue's own namespace (which Kueue leaves alone anyway).
+_JOB_HOOK_NAMESPACES = {
+    "matchExpressions": [
+        {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["kube-system", NAMESPACE],
+        }
+    ]
+}
+
+
+def _is_kueue_hook(hook: dict[str, Any]) -> bool:
+    """A webhook for Kueue's own kinds (ClusterQueue, Workload, ...), not a job's."""
+    return any(KUEUE_GROUP in rule["apiGroups"] for rule in hook["rules"])
 
 
 def _namespace_manifest() -> dict[str, Any]:
