@@ -26,8 +26,9 @@ from testkit.kueue import KUEUE_API, QueuedJobs, Queues, Worker, workload_condit
 from testkit.kueue import NAMESPACE as KUEUE_NAMESPACE
 from testkit.operators import Operators
 
-#: The kinds Kueue v0.17.0's MultiKueue really dispatches: its webhook on a worker
-#: refuses the copy of a JAXJob (the prebuilt-workload label "Is not supported").
+#: The kinds Kueue v0.19.0's MultiKueue really dispatches: its webhook on a worker
+#: refuses the copy of a JAXJob (the prebuilt-workload-name annotation "Is not
+#: supported").
 DISPATCHED_BY_MULTIKUEUE = ("TFJob", "PyTorchJob", "XGBoostJob", "PaddleJob")
 POOL_LABEL = "tfjob.test/pool"
 SPOT_TAINT = "tfjob.test/spot"
@@ -36,6 +37,13 @@ SPOT_TAINT = "tfjob.test/spot"
 def _admitted(queued: QueuedJobs, name: str) -> bool:
     admitted = workload_condition(queued.workload(name), "Admitted")
     return admitted is not None and admitted["status"] == "True"
+
+
+def _pods_ready(queued: QueuedJobs, name: str) -> bool:
+    """Kueue's WaitForPodsReady (on by default since v0.19) reads the job's Running
+    condition as "all pods ready"; without it Kueue evicts the job after 30 min."""
+    ready = workload_condition(queued.workload(name), "PodsReady")
+    return ready is not None and ready["status"] == "True"
 
 
 def _pending_for_quota(queued: QueuedJobs, name: str) -> dict[str, Any] | None:
@@ -56,6 +64,7 @@ def test_quota_holds_the_second_job_suspended_with_no_pod_until_the_first_ends(
     queued.create("first", 4, queue=queue)
     queued.running_pods("first", 4)
     assert not queued.suspended("first") and _admitted(queued, "first")
+    wait_for(lambda: _pods_ready(queued, "first"), message="Kueue to see first's pods ready")
     queued.create("second", 4, queue=queue)
     verdict = wait_for(
         lambda: _pending_for_quota(queued, "second"), message="Kueue to hold the second job"
@@ -324,7 +333,7 @@ def _dispatched_and_copied_back(queued: QueuedJobs, remote: QueuedJobs, queue: s
 
 
 def _held_for_the_worker(queued: QueuedJobs, worker: Worker, queue: str) -> None:
-    """Kueue v0.17.0 hands the Workload to the worker, whose Kueue then refuses the
+    """Kueue v0.19.0 hands the Workload to the worker, whose Kueue then refuses the
     job's copy for this kind; the manager's job stays suspended, handed off."""
     queued.create("remote", 2, queue=queue)
     assert queued.get("remote")["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"
@@ -338,6 +347,8 @@ def _held_for_the_worker(queued: QueuedJobs, worker: Worker, queue: str) -> None
 
     wait_for(remote_workloads, timeout=30, message="the Workload created on the worker")
     assert queued.suspended("remote")
+    status, _ = worker.plane.request("GET", f"{queued.path}/remote")
+    assert status == 404, "the worker's Kueue let the job's copy in"
 
 
 def _condition_true(obj: dict[str, Any] | None, kind: str) -> bool:
