@@ -120,8 +120,11 @@ def test_only_the_leader_reconciles_and_a_successor_takes_over(
     second = operators.start(*elect, wait=False)
     jobs.create("one", {"Worker": replica(1)})
     jobs.wait_pods({"one-worker-0"})
+    second.wait_ready(timeout=15)  # a standby is Ready (a rolling update can finish)...
     time.sleep(1.0)
-    assert not second.ready()  # waiting for the lease: no caches, no reconciles
+    assert second.metric("leader_election_master_status", name=lease) == 0
+    reconciles = "controller_runtime_reconcile_time_seconds_count"
+    assert second.metric(reconciles, controller="tfjob-controller") == 0  # ...and idle
     assert [e["reason"] for e in jobs.events("one")].count("SuccessfulCreatePod") == 1
 
     assert first.stop() == 0  # releases the lease on the way out
