@@ -52,4 +52,7 @@ ruff check .
 ruff format --check .
 mypy
 lint-imports
-python3 -m pytest "$@"
+# Two workers (pytest-xdist): most tests wait on a cluster rather than compute, so two
+# at a time fill both cores; tests/conftest.py groups them by file (the real node's
+# tests all on one worker). TFJOB_TEST_WORKERS=0 runs them in this process.
+python3 -m pytest -n "${TFJOB_TEST_WORKERS:-2}" --dist loadgroup "$@"

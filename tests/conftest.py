@@ -14,6 +14,12 @@ Two things live here:
   ``-m "not controlplane"`` runs every test that needs no API server, wherever its
   file sits, and ``-m controlplane`` every test that starts one.
 
+Under pytest-xdist (scripts/test.sh runs two workers, ``--dist loadgroup``) each
+test is grouped by its file, so a module-scoped fixture (Kueue's manager) starts on
+one worker only, and every test of the real node (tests/node) is one group: the node
+takes fixed addresses in its network namespace, so there is never more than one,
+and the tests that build the operator's image (one tag) run beside it.
+
 Suite-specific fixtures belong in the suite's own conftest (e.g.
 tests/kubernetes/conftest.py).
 """
@@ -47,7 +53,17 @@ MARKER_BY_FIXTURE = {
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by the fixtures it uses (see the module docstring)."""
     for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group_of(item)))
         used = set(getattr(item, "fixturenames", ()))
         for fixture, marker in MARKER_BY_FIXTURE.items():
             if fixture in used:
                 item.add_marker(getattr(pytest.mark, marker))
+
+
+def _group_of(item: pytest.Item) -> str:
+    """The xdist group: the real node's tests and those building the operator's image
+    (scripts/image.sh, one tag) together, every other file its own."""
+    path = Path(str(item.path))
+    if path.parent.name == "node" or "image" in getattr(item, "fixturenames", ()):
+        return "node"
+    return str(path)
