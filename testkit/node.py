@@ -1067,9 +1067,18 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
                 shutil.rmtree(path, ignore_errors=True)
 
     def _remove_netns_folder(self) -> None:
-        """/run/netns, if the node made it: `ip netns add` made it a mount of itself."""
+        """/run/netns, if the node made it: `ip netns add` made it a mount of itself.
+        What is still in it then is the node's too (the folder was not there before
+        it): a pod's network namespace whose sandbox containerd was still tearing down
+        when it was stopped (seen under load), unmounted and removed first."""
         path = Path("/run/netns")
-        if "/run/netns" in self._created_dirs and path.is_dir() and not any(path.iterdir()):
+        if "/run/netns" not in self._created_dirs or not path.is_dir():
+            return
+        for leftover in path.iterdir():
+            _libc().umount2(str(leftover).encode(), _MNT_DETACH)
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+        if not any(path.iterdir()):
             _libc().umount2(b"/run/netns", _MNT_DETACH)
             with contextlib.suppress(OSError):
                 path.rmdir()

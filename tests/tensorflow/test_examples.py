@@ -214,12 +214,14 @@ def test_parameter_server_trains_on_workers_with_variables_on_ps(tmp_path: Path)
     assert chief["global_step"] == chief["steps"] == sum(counted.values())
 
 
-def _replica_processes(pod: str) -> list[psutil.Process]:
-    """The example's Python processes running as `pod` (found by their TFJOB_POD_NAME)."""
+def _replica_processes(pod: str, run: int) -> list[psutil.Process]:
+    """The example's Python processes running as `pod` (found by their TFJOB_POD_NAME)
+    under the `tfjob run` of pid `run`: another run of the same example (another test,
+    on another worker) has the same pod names."""
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in psutil.Process(run).children(recursive=True):
         try:
-            if "parameter_server.py" in " ".join(proc.info["cmdline"] or []) and (
+            if "parameter_server.py" in " ".join(proc.cmdline()) and (
                 proc.environ().get("TFJOB_POD_NAME") == pod
             ):
                 found.append(proc)
@@ -268,7 +270,7 @@ def test_killed_worker_is_restarted_and_taken_back(tmp_path: Path) -> None:
             tfjob,
             limit=180,
         )
-        (victim,) = _replica_processes(victim_pod)
+        (victim,) = _replica_processes(victim_pod, tfjob.pid)
         victim.send_signal(signal.SIGKILL)
         # The new process announces itself in the same log; it must be a live process
         # that tfjob started as worker-1, not the victim.
