@@ -52,6 +52,9 @@ MARKER_BY_FIXTURE = {
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by the fixtures it uses (see the module docstring)."""
+    # The node's group is the longest: first, so that one worker starts on it while
+    # the other takes the rest (xdist hands groups out in collection order).
+    items.sort(key=lambda item: _group_of(item) != "node")
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_group_of(item)))
         used = set(getattr(item, "fixturenames", ()))
