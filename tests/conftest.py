@@ -54,9 +54,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark each test by the fixtures it uses (see the module docstring)."""
     # The node's group is the longest: first, so that one worker starts on it while
     # the other takes the rest (xdist hands groups out in collection order).
-    items.sort(key=lambda item: _group_of(item) != "node")
+    groups = {item.nodeid: _group_of(item) for item in items}
+    items.sort(key=lambda item: groups[item.nodeid] != "node")
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group_of(item)))
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
         used = set(getattr(item, "fixturenames", ()))
         for fixture, marker in MARKER_BY_FIXTURE.items():
             if fixture in used:

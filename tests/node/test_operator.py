@@ -76,6 +76,20 @@ class ReadyCount:
             self.fewest = with_ready if self.fewest is None else min(self.fewest, with_ready)
 
 
+def running_workers(kube: Client, namespace: str, job: str, count: int) -> list[Pod]:
+    """The job's `count` pods, once every one of them is Running."""
+    return until(  # type: ignore[no-any-return]
+        lambda: (
+            (p := pods_of(kube, namespace, job))
+            and len(p) == count
+            and all(x.status.phase == "Running" for x in p)
+            and p
+        ),
+        120,
+        f"{count} Running workers of {job}",
+    )
+
+
 def scrape(kube: Client) -> str:
     """GET /metrics through the operator's Service (its ClusterIP, kube-proxy's rules)."""
     service = kube.get(Service, "tfjob-operator", namespace="tfjob-system")
@@ -178,16 +192,7 @@ def test_upgrade_in_place_while_a_job_runs_keeps_the_job_and_its_pods(
     submit(
         kube, shell_job("upgrade", namespace, workers=2, script="echo started; sleep 25; echo done")
     )
-    running = until(
-        lambda: (
-            (p := pods_of(kube, namespace, "upgrade"))
-            and len(p) == 2
-            and all(x.status.phase == "Running" for x in p)
-            and p
-        ),
-        120,
-        "2 Running workers",
-    )
+    running = running_workers(kube, namespace, "upgrade", 2)
     uids = {p.metadata.name: p.metadata.uid for p in running}
     services = {s.metadata.name: s.metadata.uid for s in kube.list(Service, namespace=namespace)}
 
@@ -250,16 +255,7 @@ def test_a_second_replica_is_a_ready_standby_and_takes_over_a_killed_leader(
             kube,
             shell_job("kept", namespace, workers=2, script="echo started; sleep 40; echo done"),
         )
-        running = until(
-            lambda: (
-                (p := pods_of(kube, namespace, "kept"))
-                and len(p) == 2
-                and all(x.status.phase == "Running" for x in p)
-                and p
-            ),
-            120,
-            "2 Running workers",
-        )
+        running = running_workers(kube, namespace, "kept", 2)
         uids = {p.metadata.name: p.metadata.uid for p in running}
 
         (killed,) = [p for p in operator_pods(kube) if p.metadata.name == leader]  # type: ignore[union-attr]
