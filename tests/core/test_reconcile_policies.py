@@ -3,6 +3,7 @@ managedBy, and invalid jobs."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from testkit.builders import (
@@ -17,6 +18,7 @@ from testkit.builders import (
     run,
     services,
 )
+from tfjob.api.observed import ContainerState, ContainerStatus, Terminated, Waiting
 from tfjob.core.cleanup import FINISHING_GRACE_SECONDS
 from tfjob.core.plan import CreatePod, CreateService, DeleteJob, DeletePod, DeleteService
 
@@ -103,6 +105,30 @@ class TestCountOnce:
         assert ("Failed", "True") not in condition_types(second)
         assert not second.status_changed
         assert "TFJobRestarting" not in [e.reason for e in second.events]
+
+    def test_an_evicted_pod_is_one_restart_though_the_kubelet_counts_its_lost_container(
+        self,
+    ) -> None:
+        """The kubelet marks an evicted pod's container lost: waiting, lastState
+        ContainerStatusUnknown, restartCount 1 (as kubelet v1.36 writes it)."""
+        lost = ContainerStatus(
+            name="tensorflow",
+            restart_count=1,
+            state=ContainerState(waiting=Waiting(reason="ContainerCreating")),
+            last_state=ContainerState(
+                terminated=Terminated(exit_code=137, reason="ContainerStatusUnknown")
+            ),
+        )
+        evicted = pod("worker", 1, "Failed", reason="Evicted")
+        evicted = msgspec.structs.replace(
+            evicted,
+            status=msgspec.structs.replace(
+                evicted.status, reason="Evicted", container_statuses=(lost,)
+            ),
+        )
+        plan = run(self.tfjob(), [pod("worker", 0), evicted], services("worker", 2))  # type: ignore[arg-type]
+        assert [a.name for a in actions_of(plan, DeletePod)] == ["test-tfjob-worker-1"]
+        assert plan.status.restart_count == 1
 
     def test_the_counted_uid_is_forgotten_once_the_pod_is_gone(self) -> None:
         tfjob = self.tfjob()

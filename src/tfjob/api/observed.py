@@ -88,6 +88,8 @@ class ContainerStatus(Observed):
     name: Annotated[str, pb(1)] = ""
     restart_count: Annotated[int, pb(5)] = 0
     state: Annotated[ContainerState, pb(2)] = msgspec.field(default_factory=ContainerState)
+    # Read for one mark only: the kubelet's `ContainerStatusUnknown` (core/pods.py).
+    last_state: Annotated[ContainerState, pb(3)] | None = None
 
 
 class PodStatus(Observed):

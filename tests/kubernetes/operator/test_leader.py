@@ -119,6 +119,36 @@ async def test_a_leader_that_cannot_renew_within_the_deadline_stops(api: FakeApi
     assert not leader.is_leader
 
 
+async def test_a_leader_that_sees_another_holder_stops_at_once(api: FakeApi) -> None:
+    """A leader stopped past its Lease (frozen, cut off) whose Lease another replica
+    took stops at its first look, not after retrying for the renew deadline."""
+    clock = Clock()
+    leader = _elector(api, "one", clock, retry_period=0.01, renew_deadline=10.0)
+    successor = _elector(api, "two", clock)
+    assert await leader._try()
+    assert not await successor._try()
+    clock.now += 16  # the leader renews no more: the successor takes the Lease
+    assert await successor._try()
+    looks = len(api.of("get", LEASES))
+    with pytest.raises(LeadershipLost, match="held by two"):
+        await asyncio.wait_for(leader.hold(), 5)
+    assert not leader.is_leader
+    assert len(api.of("get", LEASES)) == looks + 1  # one look was enough
+
+
+async def test_a_leader_stopped_past_its_deadline_keeps_a_lease_no_one_took(
+    api: FakeApi,
+) -> None:
+    clock = Clock()
+    leader = _elector(api, "one", clock, retry_period=0.01, renew_deadline=10.0)
+    assert await leader._try()
+    clock.now += 30  # stopped, but no other replica wanted the Lease
+    holding = asyncio.create_task(leader.hold())
+    await until(lambda: len(api.of("update", LEASES)) >= 2)
+    assert not holding.done() and leader.is_leader
+    holding.cancel()
+
+
 async def test_the_lease_is_written_as_client_go_writes_it(api: FakeApi) -> None:
     """kubectl and client-go based tools read the same fields."""
     assert await _elector(api, "one", Clock(), lease_duration=20.0)._try()

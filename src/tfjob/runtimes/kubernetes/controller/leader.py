@@ -77,6 +77,7 @@ class LeaderElector:
         self._on_status = on_status  # the leader_election_master_status gauge
         self._observed: LeaseSpec | None = None
         self._observed_at = 0.0
+        self._renewed_at = 0.0  # when our last renewal was written, by our clock
         self._version = ""
         self._is_leader = False
 
@@ -99,15 +100,28 @@ class LeaderElector:
         log.info("became leader", lease=self._lease_name)
 
     async def hold(self) -> None:
-        """Renew forever; raise LeadershipLost when renewal fails for too long."""
+        """Renew forever; raise LeadershipLost when renewal fails for too long, or at
+        once when the Lease is seen held by someone else.
+
+        The deadline runs from the last renewal, not from the attempt: a process
+        that was stopped (frozen, swapped out, cut off) past it gets one attempt, which
+        keeps the Lease only if no one took it meanwhile. (better) client-go keeps
+        retrying a Lease it sees another holder renewing until its renew deadline,
+        acting as leader all that while: two leaders at once."""
         while True:
             await asyncio.sleep(self._config.retry_period)
-            deadline = self._clock() + self._config.renew_deadline
             while not await self._try():
-                if self._clock() >= deadline:
+                if not self.is_leader:
+                    raise LeadershipLost(
+                        f"lease {self._lease_name} is held by {self._observed_holder()}"
+                    )
+                if self._clock() >= self._renewed_at + self._config.renew_deadline:
                     self.is_leader = False
                     raise LeadershipLost(f"could not renew lease {self._lease_name}")
                 await asyncio.sleep(self._config.retry_period / 4)
+
+    def _observed_holder(self) -> str:
+        return self._observed.holder_identity if self._observed is not None else ""
 
     async def release(self) -> None:
         """Give the lease up (best effort) so a successor need not wait it out.
@@ -228,3 +242,5 @@ class LeaderElector:
         self._version = lease.metadata.resource_version
         self._observed, self._observed_at = lease.spec, self._clock()
         self.is_leader = lease.spec.holder_identity == self._config.identity
+        if self.is_leader:
+            self._renewed_at = self._observed_at
