@@ -1,0 +1,61 @@
+"""Queueing with Kueue, with tfjob as the kinds' job framework: pure decisions.
+
+With Kueue configured with `integrations.externalFrameworks` for a kind, Kueue's own
+Kubeflow integration stands aside and the kind's controller makes and keeps each
+queued job's Workload, as Kueue's job framework (jobframework, v0.19.0) would. This
+package decides what that takes, from observed objects to wanted ones; the runtime
+reads and writes them. One pass, in Kueue's order, for a job that names a queue
+(`queue_name`):
+
+1. `sync_workloads`: which owned Workload describes the job; create, rewrite or
+   delete Workloads; stop a job that runs without one (`workload_manifest` builds
+   the Workload: `workload_name`, one podSet per replica type, the priority of
+   `wanted_priority_class` once the runtime has looked it up).
+2. `finished_condition`: the job ended, so its Workload finishes (quota released);
+   `orphan_condition` when the job is gone; `releases_finalizer` says when the
+   Workload's finalizer may go.
+3. `stop`: the Workload is being deleted, evicted (`evicted`), or not admitted while
+   the job runs: suspend it; `quota_release` once its pods are gone.
+4. `pods_ready_condition` (with Kueue's waitForPodsReady) while it runs.
+5. `admission`: admitted, so the job may start; `pod_set_info` says what each
+   replica's pods get (flavors' node labels and tolerations, admission checks'
+   updates, the admitted count) and `inject` puts it in a pod template
+   (`failed_to_start` when it cannot).
+
+Kueue v0.19.0 has no ReclaimablePods for kubeflow kinds (quota held by a finished
+replica is kept until the job ends), so neither does this package.
+"""
+
+from tfjob.core.queueing.names import (
+    API_VERSION,
+    QUEUE_LABEL,
+    queue_name,
+    workload_name,
+    workload_name_for,
+)
+from tfjob.core.queueing.workload import (
+    POD_PRIORITY_CLASS,
+    WORKLOAD_PRIORITY_CLASS,
+    Priority,
+    PriorityClass,
+    WorkloadError,
+    pod_sets,
+    wanted_priority_class,
+    workload_manifest,
+)
+
+__all__ = [
+    "API_VERSION",
+    "POD_PRIORITY_CLASS",
+    "QUEUE_LABEL",
+    "WORKLOAD_PRIORITY_CLASS",
+    "Priority",
+    "PriorityClass",
+    "WorkloadError",
+    "pod_sets",
+    "queue_name",
+    "wanted_priority_class",
+    "workload_manifest",
+    "workload_name",
+    "workload_name_for",
+]

@@ -1,0 +1,340 @@
+"""Kueue's Workload of a queued job, decided in the core (tfjob.core.queueing).
+
+The expected objects are written out field by field from Kueue v0.19.0's job
+framework (pkg/controller/jobframework, pkg/controller/jobs/kubeflow, pkg/podset,
+apis/kueue/v1beta2), not taken from the code under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tfjob.api.types import Job
+from tfjob.core import queueing as q
+from tfjob.frameworks.load import decode_job
+from tfjob.frameworks.registry import FRAMEWORKS
+
+NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+UID = "uid-1"
+QUEUE = {"kueue.x-k8s.io/queue-name": "training"}
+INDEX_LABEL = {"podIndexLabel": "training.kubeflow.org/replica-index"}
+
+
+def template(image: str = "tf:1", **spec: Any) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": "tensorflow", "image": image}], **spec}}
+
+
+def replica(replicas: int | None = 1, **spec: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"template": template(**spec)}
+    if replicas is not None:
+        out["replicas"] = replicas
+    return out
+
+
+def make(
+    kind: str = "TFJob",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+    spec: dict[str, Any] | None = None,
+    **specs: dict[str, Any],
+) -> Job:
+    """A job of `kind` named test-job whose replica specs are the keyword arguments."""
+    framework = FRAMEWORKS[kind]
+    document: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "metadata": {
+            "name": "test-job",
+            "namespace": "team-a",
+            "uid": UID,
+            "labels": QUEUE if labels is None else labels,
+            "annotations": annotations or {},
+        },
+        "spec": {framework.spec_field: specs, **(spec or {})},
+    }
+    if status is not None:
+        document["status"] = status
+    return decode_job(document, framework.job_type)
+
+
+def workload(job: Job, *conditions: tuple[str, str], **status: Any) -> dict[str, Any]:
+    """The job's Workload as Kueue would show it, with these (type, status) conditions."""
+    out = q.workload_manifest(job, priority=None)
+    out["metadata"]["generation"] = 1
+    conds = [
+        {
+            "type": t,
+            "status": s,
+            "reason": t,
+            "message": "",
+            "lastTransitionTime": "2026-11-30T11:00:00Z",
+        }
+        for t, s in conditions
+    ]
+    out["status"] = {"conditions": conds, **status}
+    return out
+
+
+def admitted(job: Job, **assignments: dict[str, Any]) -> dict[str, Any]:
+    """The job's Workload admitted in ClusterQueue cq-a, each podSet with its assignment."""
+    return workload(
+        job,
+        ("QuotaReserved", "True"),
+        ("Admitted", "True"),
+        admission={
+            "clusterQueue": "cq-a",
+            "podSetAssignments": [{"name": n, **a} for n, a in assignments.items()],
+        },
+    )
+
+
+FLAVORS = {
+    "spot": {
+        "metadata": {"name": "spot"},
+        "spec": {
+            "nodeLabels": {"pool": "spot"},
+            "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    },
+    "gpu": {"metadata": {"name": "gpu"}, "spec": {"nodeLabels": {"accelerator": "a100"}}},
+}
+
+
+# -- names -----------------------------------------------------------------------------
+
+
+def test_a_job_without_the_queue_label_has_no_workload() -> None:
+    job = make(labels={}, Worker=replica(2))
+    assert q.queue_name(job) is None
+    with pytest.raises(q.WorkloadError, match="names no queue"):
+        q.workload_manifest(job, priority=None)
+
+
+def test_the_queue_is_the_queue_name_label() -> None:
+    assert q.queue_name(make(Worker=replica())) == "training"
+
+
+# Expected names from Kueue v0.19.0 itself: a throwaway Go program (not kept) that
+# printed jobframework.GetWorkloadNameForOwnerWithGVK(name, uid, kubeflow.org/v1 kind),
+# then the same with the ShortWorkloadNames gate set (utilfeature Set).
+LONG_NAME = "run-" + "abcdefghij" * 30
+LONG_CUT = "run-" + "abcdefghij" * 23 + "abcdef"
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "uid", "short", "expected"),
+    [
+        ("TFJob", "test-tfjob", "uid-1", False, "tfjob-test-tfjob-70c21"),
+        (
+            "PyTorchJob",
+            "mnist",
+            "0f6a3c52-8d3e-4b59-9d0c-2b1f7c6a4e10",
+            False,
+            "pytorchjob-mnist-89de0",
+        ),
+        ("MPIJob", LONG_NAME, "u-2", False, f"mpijob-{LONG_CUT}-cec3b"),
+        ("TFJob", "test-tfjob", "uid-1", True, "tfjob-test-tfjob-70c21"),
+        ("MPIJob", LONG_NAME, "u-2", True, "mpijob-run-" + "abcdefghij" * 4 + "abcdef-cec3b"),
+    ],
+)
+def test_the_workload_name_is_kueues(
+    kind: str, name: str, uid: str, short: bool, expected: str
+) -> None:
+    assert q.workload_name_for(name, uid, kind, "kubeflow.org", short=short) == expected
+
+
+def test_the_workload_name_is_kind_and_name_then_a_hash_of_the_owner() -> None:
+    # By hand from the rule: "<kind lower>-<name>", "-", then the first 5 hex digits
+    # of sha1("<Kind>\n<group>\n<name>\n<uid>").
+    digest = hashlib.sha1(b"PyTorchJob\nkubeflow.org\nmnist\nabc-123").hexdigest()
+    expected = "pytorchjob-mnist-" + digest[:5]
+    assert q.workload_name_for("mnist", "abc-123", "PyTorchJob", "kubeflow.org") == expected
+    assert q.workload_name(make("PyTorchJob", Worker=replica())) == q.workload_name_for(
+        "test-job", UID, "PyTorchJob", "kubeflow.org"
+    )
+
+
+def test_a_long_name_is_cut_before_the_hash() -> None:
+    name = "x" * 300
+    long = q.workload_name_for(name, "u", "TFJob", "kubeflow.org")
+    short = q.workload_name_for(name, "u", "TFJob", "kubeflow.org", short=True)
+    assert len(long) == 253 and long.startswith("tfjob-xxx") and long[-6] == "-"
+    assert len(short) == 63 and short[-5:] == long[-5:]
+
+
+# -- the Workload ----------------------------------------------------------------------
+
+
+def test_a_tfjob_gives_one_podset_per_replica_type_in_kueues_order() -> None:
+    job = make(
+        Worker=replica(2, image="w:1"),
+        Evaluator=replica(1),
+        Chief=replica(1, image="c:1"),
+        PS=replica(None),
+    )
+    wl = q.workload_manifest(job, priority=None)
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [
+        ("chief", 1),
+        ("ps", 1),
+        ("worker", 2),
+        ("evaluator", 1),
+    ]
+    worker = wl["spec"]["podSets"][2]
+    assert worker == {
+        "name": "worker",
+        "template": template("w:1"),
+        "count": 2,
+        "topologyRequest": INDEX_LABEL,
+    }
+
+
+def test_the_workload_is_owned_by_the_job_and_queued_where_it_says() -> None:
+    job = make(
+        labels={**QUEUE, "kueue.x-k8s.io/max-exec-time-seconds": "3600", "team": "a"},
+        annotations={"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "60", "note": "x"},
+        Worker=replica(),
+    )
+    wl = q.workload_manifest(job, priority=None, label_keys_to_copy={"team"})
+    assert wl["apiVersion"] == "kueue.x-k8s.io/v1beta2" and wl["kind"] == "Workload"
+    assert wl["metadata"] == {
+        "name": q.workload_name(job),
+        "namespace": "team-a",
+        "labels": {"team": "a", "kueue.x-k8s.io/job-uid": UID},
+        "annotations": {"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "60"},
+        "finalizers": ["kueue.x-k8s.io/resource-in-use"],
+        "ownerReferences": [
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "TFJob",
+                "name": "test-job",
+                "uid": UID,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    assert wl["spec"]["queueName"] == "training"
+    assert wl["spec"]["maximumExecutionTimeSeconds"] == 3600
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "ten", "99999999999"])
+def test_an_unreadable_time_limit_is_no_limit(value: str) -> None:
+    job = make(labels={**QUEUE, "kueue.x-k8s.io/max-exec-time-seconds": value}, Worker=replica())
+    assert "maximumExecutionTimeSeconds" not in q.workload_manifest(job, priority=None)["spec"]
+
+
+def test_an_elastic_pytorchjob_may_be_admitted_with_fewer_workers() -> None:
+    elastic = {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 8}}
+    job = make("PyTorchJob", spec=elastic, Master=replica(), Worker=replica(6))
+    sets = q.workload_manifest(job, priority=None)["spec"]["podSets"]
+    assert [(p["name"], p["count"], p.get("minCount")) for p in sets] == [
+        ("master", 1, None),
+        ("worker", 6, 2),
+    ]
+    plain = make("PyTorchJob", Master=replica(), Worker=replica(6))
+    assert all("minCount" not in p for p in q.pod_sets(plain))
+    whole = make("PyTorchJob", spec={"elasticPolicy": {"minReplicas": 6}}, Worker=replica(6))
+    assert all("minCount" not in p for p in q.pod_sets(whole))
+
+
+def test_an_mpijob_lists_its_launcher_first_and_counts_unset_workers_as_none() -> None:
+    job = make("MPIJob", Worker=replica(None), Launcher=replica())
+    assert [(p["name"], p["count"]) for p in q.pod_sets(job)] == [("launcher", 1), ("worker", 0)]
+
+
+def test_every_kind_lists_its_podsets_in_kueues_order() -> None:
+    assert [
+        p["name"] for p in q.pod_sets(make("PyTorchJob", Worker=replica(), Master=replica()))
+    ] == ["master", "worker"]
+    assert [
+        p["name"] for p in q.pod_sets(make("XGBoostJob", Worker=replica(), Master=replica()))
+    ] == ["master", "worker"]
+    assert [
+        p["name"] for p in q.pod_sets(make("PaddleJob", Worker=replica(), Master=replica()))
+    ] == ["master", "worker"]
+    assert [p["name"] for p in q.pod_sets(make("JAXJob", Worker=replica(3)))] == ["worker"]
+
+
+def test_a_variable_named_twice_keeps_its_last_value_at_its_first_place() -> None:
+    spec = replica()
+    spec["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "A", "value": "1"},
+        {"name": "B", "value": "2"},
+        {"name": "A", "value": "3"},
+    ]
+    (pod_set,) = q.pod_sets(make(Worker=spec))
+    assert pod_set["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "A", "value": "3"},
+        {"name": "B", "value": "2"},
+    ]
+    assert spec["template"]["spec"]["containers"][0]["env"][0]["value"] == "1"  # a copy
+
+
+def test_topology_annotations_become_the_podsets_topology_request() -> None:
+    notes = {
+        "kueue.x-k8s.io/podset-required-topology": "rack",
+        "kueue.x-k8s.io/podset-slice-required-topology": "host",
+        "kueue.x-k8s.io/podset-slice-size": "2",
+        "kueue.x-k8s.io/podset-group-name": "g",
+    }
+    spec = replica(4)
+    spec["template"]["metadata"] = {"annotations": notes}
+    (pod_set,) = q.pod_sets(make(Worker=spec))
+    assert pod_set["topologyRequest"] == {
+        "required": "rack",
+        "podSetSliceRequiredTopology": "host",
+        "podSetSliceSize": 2,
+        "podIndexLabel": "training.kubeflow.org/replica-index",
+        "podSetGroupName": "g",
+    }
+    spec["template"]["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/podset-unconstrained-topology": "yes"}
+    }
+    with pytest.raises(q.WorkloadError, match="not a boolean"):
+        q.pod_sets(make(Worker=spec))
+
+
+# -- priority --------------------------------------------------------------------------
+
+
+def test_a_workload_priority_class_wins_over_the_pods_priority_class() -> None:
+    job = make(
+        labels={**QUEUE, "kueue.x-k8s.io/priority-class": "high"},
+        spec={"runPolicy": {"schedulingPolicy": {"priorityClass": "batch"}}},
+        Worker=replica(priorityClassName="pods"),
+    )
+    assert q.wanted_priority_class(job) == ("kueue.x-k8s.io/workloadpriorityclass", "high")
+
+
+def test_the_scheduling_policy_then_the_first_template_name_the_pod_priority_class() -> None:
+    policy = {"runPolicy": {"schedulingPolicy": {"priorityClass": "batch"}}}
+    job = make(spec=policy, Worker=replica(priorityClassName="pods"))
+    assert q.wanted_priority_class(job) == ("scheduling.k8s.io/priorityclass", "batch")
+    job = make(Worker=replica(priorityClassName="worker"), Chief=replica(priorityClassName="chief"))
+    assert q.wanted_priority_class(job) == ("scheduling.k8s.io/priorityclass", "chief")
+    assert q.wanted_priority_class(make(Worker=replica())) is None
+
+
+def test_the_resolved_priority_goes_into_the_workload() -> None:
+    job = make(Worker=replica())
+    wpc = q.Priority(q.WORKLOAD_PRIORITY_CLASS, "high", 1000)
+    spec = q.workload_manifest(job, priority=wpc)["spec"]
+    assert spec["priorityClassRef"] == {
+        "group": "kueue.x-k8s.io",
+        "kind": "WorkloadPriorityClass",
+        "name": "high",
+    }
+    assert spec["priority"] == 1000
+    pc = q.workload_manifest(job, priority=q.Priority(q.POD_PRIORITY_CLASS, "batch", 7))["spec"]
+    assert pc["priorityClassRef"] == {
+        "group": "scheduling.k8s.io",
+        "kind": "PriorityClass",
+        "name": "batch",
+    }
+    none = q.workload_manifest(job, priority=None)["spec"]
+    assert none["priority"] == 0 and "priorityClassRef" not in none
