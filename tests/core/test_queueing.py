@@ -338,3 +338,99 @@ def test_the_resolved_priority_goes_into_the_workload() -> None:
     }
     none = q.workload_manifest(job, priority=None)["spec"]
     assert none["priority"] == 0 and "priorityClassRef" not in none
+
+
+# -- admission -------------------------------------------------------------------------
+
+
+def test_a_workload_with_quota_but_not_admitted_does_not_start_the_job() -> None:
+    job = make(Worker=replica(2))
+    wl = admitted(job, worker={"flavors": {"cpu": "spot"}})
+    wl["status"]["conditions"][1]["status"] = "False"
+    assert q.admission(wl) is None
+    assert q.admission(workload(job)) is None
+
+
+def test_a_flavors_node_labels_and_tolerations_reach_the_template() -> None:
+    job = make(Chief=replica(), Worker=replica(3))
+    wl = admitted(
+        job,
+        chief={"flavors": {"cpu": "spot"}, "count": 1},
+        worker={"flavors": {"cpu": "spot", "nvidia.com/gpu": "gpu", "memory": "spot"}},
+    )
+    seen = q.admission(wl)
+    assert seen is not None and seen.cluster_queue == "cq-a"
+    assert [(p.name, p.count) for p in seen.pod_sets] == [("chief", 1), ("worker", 3)]
+    info = q.pod_set_info(seen, FLAVORS)["worker"]
+    pod = q.inject(template(tolerations=[{"key": "own", "operator": "Exists"}]), info)
+    assert pod["spec"]["nodeSelector"] == {"pool": "spot", "accelerator": "a100"}
+    assert pod["spec"]["tolerations"] == [
+        {"key": "own", "operator": "Exists"},
+        {"key": "spot", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    assert pod["metadata"]["labels"] == {
+        "kueue.x-k8s.io/podset": "worker",
+        "kueue.x-k8s.io/local-queue-name": "training",
+        "kueue.x-k8s.io/cluster-queue-name": "cq-a",
+    }
+    assert pod["metadata"]["annotations"] == {"kueue.x-k8s.io/workload": q.workload_name(job)}
+
+
+def test_a_conflicting_node_selector_key_is_reported() -> None:
+    job = make(Worker=replica())
+    info = q.pod_set_info(q.admission(admitted(job, worker={"flavors": {"cpu": "spot"}})), FLAVORS)  # type: ignore[arg-type]
+    with pytest.raises(q.WorkloadError, match="nodeSelector key 'pool' is 'ondemand'"):
+        q.inject(template(nodeSelector={"pool": "ondemand"}), info["worker"])
+    same = q.inject(template(nodeSelector={"pool": "spot", "zone": "a"}), info["worker"])
+    assert same["spec"]["nodeSelector"] == {"pool": "spot", "zone": "a"}
+
+
+def test_admission_checks_add_to_the_pods_and_may_not_contradict_each_other() -> None:
+    job = make(Worker=replica(2))
+    wl = admitted(job, worker={"flavors": {"cpu": "spot"}})
+    update = {
+        "name": "worker",
+        "labels": {"check": "ok"},
+        "nodeSelector": {"zone": "b"},
+        "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    wl["status"]["admissionChecks"] = [
+        {"name": "prov", "state": "Ready", "podSetUpdates": [update]}
+    ]
+    info = q.pod_set_info(q.admission(wl), FLAVORS)["worker"]  # type: ignore[arg-type]
+    assert info.labels["check"] == "ok"
+    assert info.node_selector == {"pool": "spot", "zone": "b"}
+    assert len(info.tolerations) == 1  # the same toleration once
+    clash = {"name": "worker", "nodeSelector": {"pool": "reserved"}}
+    wl["status"]["admissionChecks"].append(
+        {"name": "other", "state": "Ready", "podSetUpdates": [clash]}
+    )
+    with pytest.raises(q.WorkloadError, match="admission check 'other'"):
+        q.pod_set_info(q.admission(wl), FLAVORS)  # type: ignore[arg-type]
+
+
+def test_a_partial_admission_says_how_many_replicas_run() -> None:
+    elastic = {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 8}}
+    job = make("PyTorchJob", spec=elastic, Master=replica(), Worker=replica(6))
+    wl = admitted(
+        job, master={"flavors": {"cpu": "spot"}}, worker={"flavors": {"cpu": "spot"}, "count": 4}
+    )
+    infos = q.pod_set_info(q.admission(wl), FLAVORS)  # type: ignore[arg-type]
+    assert (infos["master"].count, infos["worker"].count) == (1, 4)
+
+
+def test_a_flavor_not_yet_seen_is_an_error_to_retry() -> None:
+    wl = admitted(make(Worker=replica()), worker={"flavors": {"cpu": "missing"}})
+    with pytest.raises(q.FlavorNotFound, match="'missing'"):
+        q.pod_set_info(q.admission(wl), FLAVORS)  # type: ignore[arg-type]
+
+
+def test_a_topology_placed_podset_waits_behind_kueues_gate() -> None:
+    wl = admitted(
+        make(Worker=replica(2)),
+        worker={"flavors": {"cpu": "gpu"}, "topologyAssignment": {"levels": ["h"], "slices": []}},
+    )
+    info = q.pod_set_info(q.admission(wl), FLAVORS)["worker"]  # type: ignore[arg-type]
+    pod = q.inject(template(), info)
+    assert pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]
+    assert pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-unconstrained-topology"] == "true"
