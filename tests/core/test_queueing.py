@@ -379,8 +379,14 @@ def test_a_flavors_node_labels_and_tolerations_reach_the_template() -> None:
 def test_a_conflicting_node_selector_key_is_reported() -> None:
     job = make(Worker=replica())
     info = q.pod_set_info(q.admission(admitted(job, worker={"flavors": {"cpu": "spot"}})), FLAVORS)  # type: ignore[arg-type]
-    with pytest.raises(q.WorkloadError, match="nodeSelector key 'pool' is 'ondemand'"):
+    with pytest.raises(q.WorkloadError, match="nodeSelector key 'pool' is 'ondemand'") as error:
         q.inject(template(nodeSelector={"pool": "ondemand"}), info["worker"])
+    failed = q.failed_to_start(workload(job), error.value)
+    assert (failed["type"], failed["status"], failed["reason"]) == (
+        "Finished",
+        "True",
+        "FailedToStart",
+    )
     same = q.inject(template(nodeSelector={"pool": "spot", "zone": "a"}), info["worker"])
     assert same["spec"]["nodeSelector"] == {"pool": "spot", "zone": "a"}
 
@@ -434,3 +440,134 @@ def test_a_topology_placed_podset_waits_behind_kueues_gate() -> None:
     pod = q.inject(template(), info)
     assert pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]
     assert pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-unconstrained-topology"] == "true"
+
+
+# -- stopping, finishing, readiness ----------------------------------------------------
+
+
+def test_an_evicted_workload_stops_the_job() -> None:
+    wl = admitted(make(Worker=replica()), worker={})
+    wl["status"]["conditions"].append(
+        {
+            "type": "Evicted",
+            "status": "True",
+            "reason": "Preempted",
+            "message": "Preempted to accommodate a higher priority Workload",
+        }
+    )
+    assert q.evicted(wl) == ("Preempted", "Preempted to accommodate a higher priority Workload")
+    assert q.stop(wl, running=True) == (
+        "WorkloadEvicted",
+        "Preempted to accommodate a higher priority Workload",
+    )
+    wl["status"]["conditions"][-1]["status"] = "False"
+    assert q.evicted(wl) is None and q.stop(wl, running=True) is None
+
+
+def test_a_running_job_without_admission_or_workload_stops() -> None:
+    job = make(Worker=replica())
+    assert q.stop(workload(job), running=True) == ("NotAdmitted", "Not admitted by cluster queue")
+    assert q.stop(workload(job), running=False) is None
+    assert q.stop(None, running=True) is not None and q.stop(None, running=False) is None
+    deleting = workload(job)
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
+    assert q.stop(deleting, running=False) == ("WorkloadDeleted", "Workload is deleted")
+
+
+@pytest.mark.parametrize(("kind", "reason"), [("Succeeded", "Succeeded"), ("Failed", "Failed")])
+def test_the_job_ending_finishes_its_workload(kind: str, reason: str) -> None:
+    ended = {
+        "conditions": [
+            {"type": "Running", "status": "False"},
+            {"type": kind, "status": "True", "message": "TFJob test-job ended."},
+        ]
+    }
+    job = make(status=ended, Worker=replica())
+    wl = admitted(job, worker={})
+    assert q.finished_condition(job, wl) == {
+        "type": "Finished",
+        "status": "True",
+        "reason": reason,
+        "message": "TFJob test-job ended.",
+        "observedGeneration": 1,
+    }
+    wl["status"]["conditions"].append({"type": "Finished", "status": "True"})
+    assert q.finished_condition(job, wl) is None
+    assert q.finished_condition(make(Worker=replica()), workload(job)) is None
+
+
+def test_a_finished_message_is_cut_as_kueue_cuts_it() -> None:
+    ended = {"conditions": [{"type": "Failed", "status": "True", "message": "x" * 40000}]}
+    job = make(status=ended, Worker=replica())
+    message = q.finished_condition(job, workload(job))["message"]  # type: ignore[index]
+    assert len(message) == 32 * 1024 and message.endswith("x ...")
+
+
+def test_pods_ready_follows_the_jobs_running_condition() -> None:
+    running = {"conditions": [{"type": "Running", "status": "True"}]}
+    job = make(status=running, Worker=replica())
+    stalled = make(Worker=replica())
+    queued = workload(job)
+    assert q.pods_ready_condition(queued, job)["reason"] == "WaitForStart"  # type: ignore[index]
+    wl = admitted(job, worker={})
+    ready = q.pods_ready_condition(wl, job)
+    assert ready is not None and (ready["status"], ready["reason"]) == ("True", "Started")
+    assert ready["message"] == "All pods reached readiness and the workload is running"
+    wl["status"]["conditions"].append({**ready, "lastTransitionTime": "2026-11-30T11:30:00Z"})
+    assert q.pods_ready_condition(wl, job) is None  # unchanged: nothing to write
+    lost = q.pods_ready_condition(wl, stalled)
+    assert lost is not None and (lost["status"], lost["reason"]) == ("False", "WaitForRecovery")
+    wl["status"]["conditions"][-1] = lost
+    assert q.pods_ready_condition(wl, job)["reason"] == "Recovered"  # type: ignore[index]
+
+
+def test_an_evicted_job_without_pods_gives_its_quota_back() -> None:
+    wl = admitted(make(Worker=replica()), worker={})
+    wl["status"]["conditions"].append(
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "by a higher one"}
+    )
+    assert q.quota_release(wl, job_active=True, now=NOW) is None
+    status = q.quota_release(wl, job_active=False, now=NOW)
+    assert status is not None and "admission" not in status
+    by_type = {x["type"]: x for x in status["conditions"]}
+    assert (by_type["Requeued"]["status"], by_type["Requeued"]["reason"]) == ("True", "Preempted")
+    assert (by_type["QuotaReserved"]["status"], by_type["QuotaReserved"]["reason"]) == (
+        "False",
+        "Pending",
+    )
+    assert by_type["QuotaReserved"]["lastTransitionTime"] == "2026-11-30T12:00:00Z"
+    assert (by_type["Admitted"]["status"], by_type["Admitted"]["reason"]) == (
+        "False",
+        "NoReservation",
+    )
+    assert status["accumulatedPastExecutionTimeSeconds"] == 3600
+    wl["status"] = status
+    assert q.quota_release(wl, job_active=False, now=NOW) is None  # nothing left to release
+
+
+def test_a_condition_keeps_its_transition_time_while_its_status_holds() -> None:
+    old = [
+        {
+            "type": "PodsReady",
+            "status": "False",
+            "reason": "WaitForStart",
+            "lastTransitionTime": "2026-11-30T11:00:00Z",
+        }
+    ]
+    same = q.set_condition(old, {"type": "PodsReady", "status": "False", "reason": "Other"}, NOW)
+    assert same[0]["lastTransitionTime"] == "2026-11-30T11:00:00Z" and same[0]["reason"] == "Other"
+    moved = q.set_condition(old, {"type": "PodsReady", "status": "True", "reason": "Started"}, NOW)
+    assert moved[0]["lastTransitionTime"] == "2026-11-30T12:00:00Z"
+
+
+def test_a_workload_whose_job_is_gone_finishes_and_lets_go() -> None:
+    wl = admitted(make(Worker=replica()), worker={})
+    assert not q.releases_finalizer(wl, job_exists=True)
+    assert q.releases_finalizer(wl, job_exists=False)
+    gone = q.orphan_condition(wl)
+    assert gone is not None and (gone["reason"], gone["message"]) == (
+        "OwnerNotFound",
+        "The workload's owner no longer exists",
+    )
+    wl["status"]["conditions"].append(gone)
+    assert q.orphan_condition(wl) is None and q.releases_finalizer(wl, job_exists=True)

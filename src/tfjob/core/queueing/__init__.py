@@ -26,6 +26,18 @@ Kueue v0.19.0 has no ReclaimablePods for kubeflow kinds (quota held by a finishe
 replica is kept until the job ends), so neither does this package.
 """
 
+from tfjob.core.queueing.lifecycle import (
+    Stop,
+    evicted,
+    failed_to_start,
+    finished_condition,
+    orphan_condition,
+    pods_ready_condition,
+    quota_release,
+    releases_finalizer,
+    set_condition,
+    stop,
+)
 from tfjob.core.queueing.names import (
     API_VERSION,
     QUEUE_LABEL,
@@ -66,12 +78,22 @@ __all__ = [
     "PodSetUpdate",
     "Priority",
     "PriorityClass",
+    "Stop",
     "WorkloadError",
     "admission",
+    "evicted",
+    "failed_to_start",
+    "finished_condition",
     "inject",
+    "orphan_condition",
     "pod_set_info",
     "pod_sets",
+    "pods_ready_condition",
     "queue_name",
+    "quota_release",
+    "releases_finalizer",
+    "set_condition",
+    "stop",
     "wanted_priority_class",
     "workload_manifest",
     "workload_name",
