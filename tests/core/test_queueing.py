@@ -7,6 +7,7 @@ apis/kueue/v1beta2), not taken from the code under test.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from datetime import UTC, datetime
 from typing import Any
@@ -571,3 +572,112 @@ def test_a_workload_whose_job_is_gone_finishes_and_lets_go() -> None:
     )
     wl["status"]["conditions"].append(gone)
     assert q.orphan_condition(wl) is None and q.releases_finalizer(wl, job_exists=True)
+
+
+# -- keeping the Workload in step ------------------------------------------------------
+
+
+def test_a_workload_matches_its_job_until_the_job_changes_what_kueue_counts() -> None:
+    job = make(Worker=replica(2, image="w:1"))
+    wl = workload(job)
+    assert q.workload_matches(wl, job)
+    assert not q.workload_matches(wl, make(Worker=replica(3, image="w:1")))
+    assert not q.workload_matches(wl, make(Worker=replica(2, image="w:2")))
+    relabelled = make(Worker=replica(2, image="w:1"))
+    relabelled.spec.replica_specs["Worker"].template["metadata"] = {"labels": {"any": "thing"}}
+    assert q.workload_matches(wl, relabelled)
+    other = workload(job)
+    other["metadata"]["ownerReferences"][0]["uid"] = "uid-old"
+    assert not q.workload_matches(other, job)
+
+
+def test_quantities_and_unset_fields_compare_as_kubernetes_compares_them() -> None:
+    spec = replica()
+    spec["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"memory": "1Gi", "cpu": "1"}
+    }
+    wl = workload(make(Worker=spec))
+    same = copy.deepcopy(spec)
+    same["template"]["spec"]["containers"][0].update(
+        resources={"requests": {"memory": "1024Mi", "cpu": "1000m"}}, args=[], stdin=False
+    )
+    assert q.workload_matches(wl, make(Worker=same))
+
+
+def test_an_admitted_workload_ignores_tolerations_and_counts_what_it_admitted() -> None:
+    elastic = {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 8}}
+    job = make("PyTorchJob", spec=elastic, Worker=replica(6))
+    wl = admitted(job, worker={"flavors": {"cpu": "spot"}, "count": 4})
+    shrunk = make("PyTorchJob", spec=elastic, Worker=replica(4))
+    assert q.workload_matches(wl, job, FLAVORS)  # as written: the admission is tfjob's to apply
+    assert not q.workload_matches(wl, shrunk)  # flavors unknown: no running view
+    assert q.workload_matches(wl, shrunk, FLAVORS)  # the admitted count written into the job
+    tolerant = make(
+        "PyTorchJob",
+        spec=elastic,
+        Worker=replica(6, tolerations=[{"key": "k", "operator": "Exists"}]),
+    )
+    assert q.workload_matches(wl, tolerant)
+    assert not q.workload_matches(workload(job), tolerant)
+
+
+def test_a_job_with_no_workload_gets_one_once_its_pods_are_gone() -> None:
+    job = make(Worker=replica())
+    sync = q.sync_workloads(job, [], suspended=True, active=False, priority=None)
+    assert sync.create == q.workload_manifest(job, priority=None) and sync.stop is None
+    assert q.sync_workloads(job, [], suspended=True, active=True, priority=None).create is None
+    running = q.sync_workloads(job, [], suspended=False, active=True, priority=None)
+    assert running.create is None and running.stop == ("NoMatchingWorkload", "Missing Workload")
+
+
+def test_a_queued_job_that_changed_rewrites_its_workload_in_place() -> None:
+    old = workload(make(Worker=replica(2)))
+    old["spec"]["active"] = False
+    job = make(Worker=replica(5))
+    extra = workload(make(Worker=replica(9)))
+    extra["metadata"]["name"] = "extra"
+    sync = q.sync_workloads(job, [old, extra], suspended=True, active=False, priority=None)
+    assert sync.match is None and sync.stop is None
+    assert sync.update is not None and sync.update["metadata"] == old["metadata"]
+    assert (
+        sync.update["spec"]["podSets"][0]["count"] == 5 and sync.update["spec"]["active"] is False
+    )
+    assert sync.delete == ("extra",)
+
+
+def test_a_running_job_that_changed_is_stopped_and_its_workload_deleted() -> None:
+    old = admitted(make(Worker=replica(2)), worker={})
+    sync = q.sync_workloads(
+        make(Worker=replica(5)), [old], suspended=False, active=True, priority=None
+    )
+    assert sync.stop == ("NoMatchingWorkload", "No matching Workload")
+    assert sync.delete == (old["metadata"]["name"],) and sync.update is None and sync.create is None
+
+
+def test_a_queued_job_moved_to_another_queue_or_priority_retargets_its_workload() -> None:
+    wl = workload(make(Worker=replica()))
+    moved = make(
+        labels={"kueue.x-k8s.io/queue-name": "other", "kueue.x-k8s.io/priority-class": "high"},
+        Worker=replica(),
+    )
+    high = q.Priority(q.WORKLOAD_PRIORITY_CLASS, "high", 100)
+    sync = q.sync_workloads(moved, [wl], suspended=True, active=False, priority=high)
+    assert sync.match == wl and sync.update is not None
+    assert sync.update["spec"]["queueName"] == "other"
+    assert sync.update["spec"]["priorityClassRef"]["name"] == "high"
+    assert sync.update["spec"]["priority"] == 100
+    same = q.sync_workloads(
+        make(Worker=replica()), [wl], suspended=True, active=False, priority=None
+    )
+    assert same.update is None and same.delete == ()
+
+
+def test_a_pod_priority_class_is_never_retargeted() -> None:
+    wl = workload(make(Worker=replica()))
+    wl["spec"].update(
+        priorityClassRef={"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "batch"},
+        priority=7,
+    )
+    job = make(labels={**QUEUE, "kueue.x-k8s.io/priority-class": "high"}, Worker=replica())
+    assert not q.priority_outdated(wl, job)
+    assert q.priority_outdated(workload(make(Worker=replica())), job)

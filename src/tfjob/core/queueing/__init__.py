@@ -38,6 +38,12 @@ from tfjob.core.queueing.lifecycle import (
     set_condition,
     stop,
 )
+from tfjob.core.queueing.matching import (
+    WorkloadSync,
+    priority_outdated,
+    sync_workloads,
+    workload_matches,
+)
 from tfjob.core.queueing.names import (
     API_VERSION,
     QUEUE_LABEL,
@@ -80,6 +86,7 @@ __all__ = [
     "PriorityClass",
     "Stop",
     "WorkloadError",
+    "WorkloadSync",
     "admission",
     "evicted",
     "failed_to_start",
@@ -89,13 +96,16 @@ __all__ = [
     "pod_set_info",
     "pod_sets",
     "pods_ready_condition",
+    "priority_outdated",
     "queue_name",
     "quota_release",
     "releases_finalizer",
     "set_condition",
     "stop",
+    "sync_workloads",
     "wanted_priority_class",
     "workload_manifest",
+    "workload_matches",
     "workload_name",
     "workload_name_for",
 ]
