@@ -156,6 +156,24 @@ def test_mpi_kubectl_delivery_image_reaches_the_settings(started: list[Any]) -> 
     assert given.mpi_kubectl_delivery_image == "registry.example/kubectl:1"
 
 
+def test_kueue_integration_is_builtin_unless_external_is_asked(started: list[Any]) -> None:
+    assert invoke().exit_code == 0
+    assert invoke("--kueue-integration=external").exit_code == 0
+    default, given = (options.settings() for options, _level, _fmt in started)
+    assert default.kueue_integration == "builtin"
+    assert given.kueue_integration == "external"
+    refused = invoke("--kueue-integration=kueue")
+    assert refused.exit_code == 2
+    assert "--kueue-integration" in refused.output
+    assert len(started) == 2  # the refused one ran nothing
+
+
+def test_kueue_integration_help_says_what_each_mode_does() -> None:
+    text = " ".join(invoke("--help").output.split())
+    for words in ("--kueue-integration", "builtin", "external", "externalFrameworks"):
+        assert words in text
+
+
 def test_log_format_defaults_to_json_off_a_terminal_and_follows_zap_encoder(
     started: list[Any],
 ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 
@@ -40,3 +42,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # MPIJob: the launcher's `kubectl-delivery` init container image (upstream's
     # --mpi-kubectl-delivery-image, with its default).
     mpi_kubectl_delivery_image: str = "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
+    # Kueue (tfjob.core.queued): who makes the Workload of a job that names a queue
+    # (label kueue.x-k8s.io/queue-name). "builtin": Kueue's own Kubeflow integration
+    # does, and suspends and starts the job; tfjob treats the job as any other. It is
+    # the default because it changes nothing for an existing install. "external":
+    # tfjob makes, owns and keeps the Workload as Kueue's job framework would, and
+    # runs the job only while it is admitted; Kueue must then be configured with the
+    # kinds in `integrations.externalFrameworks` (and without them in
+    # `integrations.frameworks`), or two controllers would make a Workload each.
+    kueue_integration: Literal["builtin", "external"] = "builtin"

@@ -259,6 +259,16 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
     "scheduler-plugins scheduler. Default: off.",
 )
 @click.option(
+    "--kueue-integration",
+    type=click.Choice(["builtin", "external"]),
+    default=Settings().kueue_integration,
+    show_default=True,
+    help="Who makes the Kueue Workload of a job labelled kueue.x-k8s.io/queue-name: "
+    "'builtin', Kueue's own Kubeflow integration (tfjob runs the job as any other); "
+    "'external', tfjob, as Kueue's job framework would (the job runs only while its "
+    "Workload is admitted; Kueue must list the kinds in integrations.externalFrameworks).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -326,6 +336,7 @@ def translate(ctx: click.Context, params: dict[str, Any]) -> OperatorOptions:
         pytorch_init_container_image=params["pytorch_init_container_image"],
         pytorch_init_container_max_tries=params["pytorch_init_container_max_tries"],
         mpi_kubectl_delivery_image=params["mpi_kubectl_delivery_image"],
+        kueue_integration=params["kueue_integration"],
     )
 
 

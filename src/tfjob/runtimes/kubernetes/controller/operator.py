@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import structlog
@@ -97,6 +97,8 @@ class OperatorOptions:
     pytorch_init_container_max_tries: int = Settings().pytorch_init_container_max_tries
     # MPIJob's launcher init container (Kubeflow's --mpi-kubectl-delivery-image).
     mpi_kubectl_delivery_image: str = Settings().mpi_kubectl_delivery_image
+    # Who makes a queued job's Kueue Workload (--kueue-integration: Settings).
+    kueue_integration: Literal["builtin", "external"] = "builtin"
 
     def settings(self) -> Settings:
         return Settings(
@@ -105,6 +107,7 @@ class OperatorOptions:
             pytorch_init_container_image=self.pytorch_init_container_image,
             pytorch_init_container_max_tries=self.pytorch_init_container_max_tries,
             mpi_kubectl_delivery_image=self.mpi_kubectl_delivery_image,
+            kueue_integration=self.kueue_integration,
         )
 
 
