@@ -194,6 +194,24 @@ def test_a_tfjob_gives_one_podset_per_replica_type_in_kueues_order() -> None:
     }
 
 
+def test_each_kind_declares_kueues_podset_order() -> None:
+    # Kueue v0.19.0's OrderedReplicaTypes per kind (kubeflow/jobs/*, jobs/mpijob).
+    assert {kind: f.queue_types for kind, f in FRAMEWORKS.items()} == {
+        "TFJob": ("Chief", "Master", "PS", "Worker", "Evaluator"),
+        "PyTorchJob": ("Master", "Worker"),
+        "XGBoostJob": ("Master", "Worker"),
+        "PaddleJob": ("Master", "Worker"),
+        "JAXJob": ("Worker",),
+        "MPIJob": ("Launcher", "Worker"),
+    }
+
+
+def test_a_kind_kueue_does_not_know_lists_its_podsets_in_its_own_order() -> None:
+    framework = FRAMEWORKS["TFJob"]
+    unknown = type("Unknown", (type(framework),), {"queue_order": ()})()
+    assert unknown.queue_types == framework.replica_types
+
+
 def test_the_workload_is_owned_by_the_job_and_queued_where_it_says() -> None:
     job = make(
         labels={**QUEUE, "kueue.x-k8s.io/max-exec-time-seconds": "3600", "team": "a"},

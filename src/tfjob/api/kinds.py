@@ -89,6 +89,10 @@ class KindDeclaration:
     # The objects besides pods and services its jobs own (`OwnedKind`); the Kubernetes
     # runtime watches these kinds only for the kinds that declare them.
     owned_kinds: tuple[OwnedKind, ...] = ()
+    # The replica types in the order Kueue lists the kind's podSets in a Workload (its
+    # integration's OrderedReplicaTypes, Kueue's own list per kind); empty, for a kind
+    # Kueue does not know: `replica_types`. See `queue_types`.
+    queue_order: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -104,6 +108,13 @@ class KindDeclaration:
         """The metrics' `framework` label: `framework_name`, else the kind without
         "Job" in lower case (PyTorchJob: "pytorch")."""
         return self.framework_name or self.kind.removesuffix("Job").lower()
+
+    @property
+    def queue_types(self) -> tuple[str, ...]:
+        """The replica types in the order of a queued job's podSets (Kueue's order for
+        the kind, which may differ from `replica_types`: TFJob's Evaluator comes last),
+        so that tfjob's Workload and Kueue's own integration's are one object."""
+        return self.queue_order or self.replica_types
 
     def pod_name(self, job_name: str, replica_type: str, index: int) -> str:
         """A replica's pod (and service) name: `<job>-<type>-<index>`."""

@@ -47,6 +47,7 @@ class Jax(Framework[JAXJob]):
     job_type = JAXJob
     spec_field = "jaxReplicaSpecs"
     replica_types = (WORKER,)
+    queue_order = (WORKER,)  # Kueue's kubeflow/jobs/jaxjob order
     master_types = ()
     example_types = (WORKER,)
     container_name = "jax"

@@ -116,6 +116,7 @@ class Mpi(Framework[MPIJob]):
     job_type = MPIJob
     spec_field = "mpiReplicaSpecs"
     replica_types = (LAUNCHER, WORKER)
+    queue_order = (LAUNCHER, WORKER)  # Kueue's jobs/mpijob order
     master_types = (LAUNCHER,)
     example_types = (LAUNCHER, WORKER)
     container_name = "mpi"

@@ -71,6 +71,7 @@ class Paddle(Framework[PaddleJob]):
     job_type = PaddleJob
     spec_field = "paddleReplicaSpecs"
     replica_types = (MASTER, WORKER)
+    queue_order = (MASTER, WORKER)  # Kueue's kubeflow/jobs/paddlejob order
     master_types = (MASTER,)
     example_types = (WORKER, MASTER)
     container_name = "paddle"

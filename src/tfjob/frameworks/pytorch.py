@@ -125,6 +125,7 @@ class PyTorch(Framework[PyTorchJob]):
     job_type = PyTorchJob
     spec_field = "pytorchReplicaSpecs"
     replica_types = (MASTER, WORKER)
+    queue_order = (MASTER, WORKER)  # Kueue's kubeflow/jobs/pytorchjob order
     master_types = (MASTER,)
     example_types = (MASTER, WORKER)
     container_name = "pytorch"

@@ -76,6 +76,7 @@ class TensorFlow(Framework[TFJob]):
     job_type = TFJob
     spec_field = "tfReplicaSpecs"
     replica_types = REPLICA_TYPES
+    queue_order = (CHIEF, MASTER, PS, WORKER, EVALUATOR)  # Kueue's kubeflow/jobs/tfjob order
     master_types = (CHIEF, MASTER)
     example_types = (PS, WORKER, CHIEF, MASTER, EVALUATOR)
     container_name = c.DEFAULT_CONTAINER_NAME

@@ -55,6 +55,7 @@ class XGBoost(Framework[XGBoostJob]):
     job_type = XGBoostJob
     spec_field = "xgbReplicaSpecs"
     replica_types = (MASTER, WORKER)
+    queue_order = (MASTER, WORKER)  # Kueue's kubeflow/jobs/xgboostjob order
     master_types = (MASTER,)
     example_types = (MASTER, WORKER)
     container_name = "xgboost"

@@ -43,19 +43,6 @@ _REF_OF_SOURCE: Final = {
     POD_PRIORITY_CLASS: ("scheduling.k8s.io", "PriorityClass"),
 }
 
-#: The replica types in the order Kueue lists a kind's podSets
-#: (pkg/controller/jobs/kubeflow/jobs/*/ OrderedReplicaTypes, jobs/mpijob). This is
-#: Kueue's own list per kind, not the kind's canonical order: TFJob's Evaluator
-#: comes last. A kind Kueue does not know takes its framework's order.
-KUEUE_ORDER: Final[dict[tuple[str, str], tuple[str, ...]]] = {
-    ("kubeflow.org", "TFJob"): ("Chief", "Master", "PS", "Worker", "Evaluator"),
-    ("kubeflow.org", "PyTorchJob"): ("Master", "Worker"),
-    ("kubeflow.org", "XGBoostJob"): ("Master", "Worker"),
-    ("kubeflow.org", "PaddleJob"): ("Master", "Worker"),
-    ("kubeflow.org", "JAXJob"): ("Worker",),
-    ("kubeflow.org", "MPIJob"): ("Launcher", "Worker"),
-}
-
 # The pod template annotations a podSet's topologyRequest is read from.
 _REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 _PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
@@ -92,10 +79,11 @@ class Priority(NamedTuple):
 
 def replica_order(job: Job) -> list[str]:
     """The job's replica-spec keys in the order of its Workload's podSets: Kueue's
-    order for the kind, then (sorted) types Kueue does not list, so that every pod
-    the job runs is in a podSet and counted against quota."""
+    order for the kind (its framework's `queue_types`), then (sorted) types Kueue does
+    not list, so that every pod the job runs is in a podSet and counted against
+    quota."""
     framework = framework_of(job)
-    order = KUEUE_ORDER.get((framework.group, framework.kind), framework.replica_types)
+    order = framework.queue_types
     rank = {rtype: index for index, rtype in enumerate(order)}
     keys = job.spec.replica_specs
 
