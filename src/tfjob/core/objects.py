@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -19,12 +19,14 @@ from tfjob.api.containers import named_container
 from tfjob.api.names import label_value, object_name, replica_key
 from tfjob.api.observed import Pod
 from tfjob.api.owners import owner_reference
-from tfjob.api.types import Job
+from tfjob.api.types import Job, ReplicaSpec
 from tfjob.core import gang
 from tfjob.core.plan import CreatePod, Event
 from tfjob.core.settings import Settings
 from tfjob.frameworks.framework import Framework, PodEnv
 from tfjob.frameworks.registry import framework_of
+
+J = TypeVar("J", bound=Job)
 
 RESTART_POLICY_WARNING = Event(
     type="Warning",
@@ -68,15 +70,24 @@ class PodRenderer:
     """Renders the pods of one job: the manifests of a plan's `CreatePod` actions.
 
     `job` is the job the plan was made from, as given to `reconcile` (defaulted here,
-    as the core does). Build one per plan and ask it for each manifest as the pod is
-    created: the work all pods share (the kind's env, e.g. the TF_CONFIG cluster
+    as the core does); `replica_specs` the plan's own (`Plan.replica_specs`: an
+    admitted queued job's counts and templates), which replace the defaulted job's as
+    they did in the pass. Build one per plan and ask it for each manifest as the pod
+    is created: the work all pods share (the kind's env, e.g. the TF_CONFIG cluster
     encoded once; each replica type's template) is done once, on the first manifest,
     and no more than one pod's copy of the cluster is held at a time.
     """
 
-    def __init__(self, job: Job, settings: Settings) -> None:
+    def __init__(
+        self,
+        job: Job,
+        settings: Settings,
+        replica_specs: dict[str, ReplicaSpec] | None = None,
+    ) -> None:
         self._framework: Framework[Any] = framework_of(job)
         self._job = self._framework.with_defaults(job)
+        if replica_specs is not None:
+            self._job = with_replica_specs(self._job, replica_specs)
         self._settings = settings
 
     @cached_property
@@ -124,6 +135,13 @@ class PodRenderer:
         framework.decorate_pod_spec(job, replica_type, index, self._settings, pod_spec)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
         return gang.decorate_pod(pod, job, replica_type, self._settings.gang_scheduler_name)
+
+
+def with_replica_specs(job: J, replica_specs: dict[str, ReplicaSpec]) -> J:
+    """A copy of `job` whose replica specs are these (the kind's field, whatever its
+    name)."""
+    specs = {job.spec.REPLICA_SPECS: dict(replica_specs)}
+    return msgspec.structs.replace(job, spec=msgspec.structs.replace(job.spec, **specs))
 
 
 def pod_manifest(job: Job, action: CreatePod, settings: Settings) -> dict[str, Any]:

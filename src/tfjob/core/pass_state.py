@@ -14,7 +14,7 @@ from tfjob.api import constants as c
 from tfjob.api.names import replica_key
 from tfjob.api.observed import OwnedObject, Pod, Service
 from tfjob.api.timestamps import parse_rfc3339, rfc3339
-from tfjob.api.types import Job, JobStatus
+from tfjob.api.types import Job, JobStatus, ReplicaSpec
 from tfjob.core import conditions
 from tfjob.core import pods as podlib
 from tfjob.core.plan import Action, DeleteJob, Event, Plan
@@ -42,6 +42,9 @@ class Pass:
     hold_pods: bool = False
     # The objects besides pods and services the job owns, as observed (core/owned.py).
     owned: list[OwnedObject] = field(default_factory=list)
+    # The replica specs the pass's pods are made from when not the job's own (an
+    # admitted queued job's: core/queued.py); `job` already has them.
+    replica_specs: dict[str, ReplicaSpec] | None = None
 
     @classmethod
     def start(
@@ -144,4 +147,5 @@ class Pass:
             status_changed=self.status != original,
             requeue_after=self.requeue_after,
             status_first=self.status_first,
+            replica_specs=self.replica_specs,
         )

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from tfjob.api.kinds import OwnedKind
-from tfjob.api.types import JobStatus
+from tfjob.api.types import JobStatus, ReplicaSpec
 from tfjob.core.conditions import is_finished
 
 
@@ -95,11 +95,23 @@ class CreateGroup(_GroupWrite, tag=True, frozen=True, kw_only=True):
 
 class UpdateGroup(_GroupWrite, tag=True, frozen=True, kw_only=True):
     """Replace an existing group object with this one (a PUT), because the job's
-    computed spec changed (scaling, a new minAvailable or minResources).
+    computed spec changed (scaling, a new minAvailable or minResources; a queued job's
+    Kueue Workload rewritten or moved to another queue) or a finalizer must go (a
+    Kueue Workload that no longer holds quota, or is about to be deleted).
 
     The manifest is the object as observed, metadata and `resourceVersion` included,
-    with only its spec replaced: the API server refuses it (409) if the group changed
-    since it was read, and the job is reconciled again from what is there.
+    with only its spec or finalizers changed: the API server refuses it (409) if the
+    group changed since it was read, and the job is reconciled again from what is
+    there. The core plans at most one write of an object per plan.
+    """
+
+
+class UpdateGroupStatus(_GroupWrite, tag=True, frozen=True, kw_only=True):
+    """Replace an existing group object's status (a PUT of its status subresource):
+    the object as observed, `resourceVersion` included, with the status the core
+    computed. A queued job's Kueue Workload (core/queued.py) is told this way that
+    the job finished, that its pods are ready, or that an evicted job gave its quota
+    back. Refused (409) like an UpdateGroup if the object changed since it was read.
     """
 
 
@@ -140,6 +152,17 @@ class DeleteOwned(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     name: str
 
 
+class SetSuspend(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Set the job's own `spec.runPolicy.suspend` to `value`, as Kueue does to the jobs
+    it queues (core/queued.py): true while the job's Workload is not admitted, false
+    once it is. The only write of the job's spec a plan makes, and a conditional one:
+    the runtime patches only the job as it was read (its `resourceVersion`); refused,
+    the job changed, so the runtime carries out none of the plan's later actions and
+    reconciles it again. The plan already treats the job as suspended or not."""
+
+    value: bool
+
+
 Action = (
     CreatePod
     | DeletePod
@@ -148,10 +171,12 @@ Action = (
     | DeleteJob
     | CreateGroup
     | UpdateGroup
+    | UpdateGroupStatus
     | DeleteGroup
     | CreateOwned
     | UpdateOwned
     | DeleteOwned
+    | SetSuspend
 )
 
 
@@ -177,6 +202,13 @@ class Plan(msgspec.Struct, kw_only=True):
     # because the status records something the actions destroy (a restart count
     # taken from a pod that is about to be deleted).
     status_first: bool = False
+    # The replica specs the plan's pods are made from when they are not the job's own
+    # (its defaults applied): an admitted queued job's, each replica type with the
+    # count Kueue admitted and its template with what the admission adds (flavors'
+    # node labels and tolerations, labels, annotations). None: the job's own. The
+    # runtime renders the CreatePod actions with them (`PodRenderer(job, settings,
+    # plan.replica_specs)`); the stored job is not changed.
+    replica_specs: dict[str, ReplicaSpec] | None = None
 
     @property
     def finished(self) -> bool:

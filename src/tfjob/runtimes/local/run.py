@@ -122,7 +122,7 @@ class LocalRun:
             # before acting satisfies `status_first` whichever way the plan sets it.
             self.job.status = plan.status
             self._record(plan.events)
-            pods = PodRenderer(self.job, self._settings)
+            pods = PodRenderer(self.job, self._settings, plan.replica_specs)
             acted = [self._act(kubelet, pods, action) for action in plan.actions]
             self._report(kubelet)
             if any(isinstance(a, DeleteJob) for a in plan.actions):

@@ -173,7 +173,8 @@ class Reconciler:
                 view.groups,
                 view.owned,
             )
-            renderer = PodRenderer(job, self._settings)  # the plan's pods, made as created
+            # The plan's pods, made as created (from its replica specs when it has its own).
+            renderer = PodRenderer(job, self._settings, plan.replica_specs)
             check = self._dry_run.needed(job.metadata.uid, bool(view.pods), plan.actions)
             # With owned objects to write, the first pods' dry run comes after them (an
             # MPIJob launcher's ServiceAccount must exist for the API server to admit
