@@ -10,7 +10,7 @@ upstream are marked "(better)".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -20,7 +20,7 @@ from tfjob.api import constants as c
 from tfjob.api.observed import OwnedObject, Pod, Service
 from tfjob.api.timestamps import parse_rfc3339
 from tfjob.api.types import Job, ReplicaStatus
-from tfjob.core import conditions, gang, owned
+from tfjob.core import conditions, gang, owned, queued
 from tfjob.core import pods as podlib
 from tfjob.core.cleanup import cleanup_actions, suspend_actions
 from tfjob.core.objects import creation_events, desired_service, replica_selector
@@ -37,6 +37,8 @@ from tfjob.core.plan import (
     UpdateGroup,
     UpdateOwned,
 )
+from tfjob.core.queued import PriorityNotFound
+from tfjob.core.queueing import Priority
 from tfjob.core.settings import Settings
 from tfjob.core.status import update_job_status
 from tfjob.frameworks.registry import framework_of
@@ -55,6 +57,10 @@ def reconcile(
     settings: Settings,
     groups: Sequence[dict[str, Any]] = (),
     owned_objects: Sequence[OwnedObject] = (),
+    *,
+    workloads: Sequence[OwnedObject] = (),
+    flavors: Mapping[str, Mapping[str, Any]] | None = None,
+    priority: Priority | PriorityNotFound | None = None,
 ) -> Plan:
     """Decide what to do for `job` given the pods and services that exist now.
 
@@ -65,6 +71,11 @@ def reconcile(
     API), when gang scheduling is on (`settings.gang_scheduler_name`).
     `owned_objects` are the other objects labelled for this job, of the kinds its kind
     owns (`KindDeclaration.owned_kinds`; core/owned.py), like `pods` filtered by owner.
+    With `settings.kueue_integration` "external", for a job that names a LocalQueue
+    (core/queued.py): `workloads` are its Kueue Workloads (kueue.x-k8s.io, with their
+    status), filtered by owner the same way; `flavors` the ResourceFlavors by name;
+    `priority` the class `queued.priority_to_resolve` named, as resolved. Otherwise
+    they are not read.
     """
     if _managed_elsewhere(job):
         return Plan(status=job.status)
@@ -77,6 +88,9 @@ def reconcile(
     )
     state.groups = list(groups)
     state.owned = _owned(job, owned_objects)
+    # A queued job's Workload writes and suspend come first; `state.job` is then the
+    # job as Kueue would have it (suspended, or running as admitted).
+    queue_actions = queued.begin(state, job, workloads, flavors, priority)
     _ensure_created(state)
     if conditions.is_finished(state.status):
         _finish(state)
@@ -84,6 +98,7 @@ def reconcile(
         _suspend(state)
     else:
         _run(state)
+    state.actions[:0] = queue_actions
     return state.plan(original=job.status)
 
 
