@@ -57,6 +57,8 @@ class JobView:
     owned: list[OwnedObject] = field(default_factory=list)
     # Its gang-scheduling group objects, whole (status included), as the core reads them.
     groups: list[dict[str, Any]] = field(default_factory=list)
+    # Its Kueue Workloads, whole (status included): --kueue-integration=external only.
+    workloads: list[OwnedObject] = field(default_factory=list)
     written: dict[Resource, str] = field(default_factory=dict)
 
     def wrote(self, resource: Resource, resource_version: str) -> None:
@@ -97,10 +99,13 @@ class JobCaches:
         self.services: Informer[Service] = shared.services
         self.owned = [shared.owned[resource_of(k)] for k in kind.owned_kinds]
         self.groups = list(shared.groups.values())
+        self.kueue = shared.kueue
+        self._workloads = [shared.kueue.workloads] if shared.kueue else []
         self._informers: dict[Resource, Informer[Any]]
         self._informers = {jobs_of(kind): self.jobs, PODS: self.pods, SERVICES: self.services}
         self._informers |= {resource_of(k): shared.owned[resource_of(k)] for k in kind.owned_kinds}
         self._informers |= shared.groups
+        self._informers |= {w.resource: w for w in self._workloads}
         self.hold_seconds = hold_seconds  # the longest a job is held
         self._clock = clock
         self._holds: dict[str, _Hold] = {}
@@ -126,7 +131,14 @@ class JobCaches:
             self.services.by_index(OWNER_INDEX, owner),
             [obj for informer in self.owned for obj in informer.by_index(OWNER_INDEX, owner)],
             [g.document for informer in self.groups for g in informer.by_index(OWNER_INDEX, owner)],
+            self.workloads_of(key),
         )
+
+    def workloads_of(self, key: str) -> list[OwnedObject]:
+        """The Workloads the job `key` controls, or controlled: indexed by their
+        ownerReference, they are still found once the job is gone (orphans)."""
+        owner = owner_key(self.kind.kind, key)
+        return [w for informer in self._workloads for w in informer.by_index(OWNER_INDEX, owner)]
 
     def hold(self, view: JobView) -> None:
         """Hold the job until the caches show what this reconcile wrote."""

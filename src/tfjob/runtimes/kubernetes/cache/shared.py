@@ -7,8 +7,9 @@ ServiceAccounts, Roles, RoleBindings, HorizontalPodAutoscalers: the kinds'
 `owned_kinds`) have one list+watch each, selected by the operator-name labels of the
 kinds that make them (`training.kubeflow.org/operator-name in (tfjob-controller, ...)`);
 gang-scheduling group objects, which carry no operator label, one per group kind in
-the operator's namespaces. With every CRD installed that is 13 streams for today's six
-kinds, where one informer per kind and resource took 23.
+the operator's namespaces; with `--kueue-integration=external`, Kueue's Workloads and
+the cluster-scoped objects they name (kueue.py). With every CRD installed that is 13
+streams for today's six kinds, where one informer per kind and resource took 23.
 
 Every shared cache is indexed by its objects' owning job *and kind*
 (`OWNER_INDEX`: `owner_key(kind, job key)`), so one kind's controller reads only its own
@@ -26,6 +27,7 @@ from tfjob.api.observed import OwnedObject, Pod, Service
 from tfjob.core.plan import GroupKind
 from tfjob.frameworks.framework import Framework
 from tfjob.runtimes.kubernetes.cache.informer import Informer, object_key
+from tfjob.runtimes.kubernetes.cache.kueue import KueueInformers
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
 from tfjob.runtimes.kubernetes.transport.decode import (
     POD_PROTO_CODEC,
@@ -107,7 +109,9 @@ class SharedInformers:
         *,
         namespace: str | None,
         group_kinds: Sequence[GroupKind] = (),
+        kueue: bool = False,
     ) -> None:
+        """`kueue`: also the caches of `--kueue-integration=external` (kueue.py)."""
         self.owners = Owners(kinds)
         self.jobs: dict[str, Informer[CachedJob]] = {
             kind.kind: Informer(
@@ -146,17 +150,21 @@ class SharedInformers:
             )
             for kind in group_kinds
         }
+        self.kueue = KueueInformers(client, namespace=namespace) if kueue else None
         for informer in self.owned_informers():
             informer.add_index(OWNER_INDEX, self.owners)
 
     def owned_informers(self) -> list[Informer[Any]]:
-        """Every cache of objects jobs own (all but the jobs')."""
-        return [self.pods, self.services, *self.owned.values(), *self.groups.values()]
+        """Every cache of objects jobs own (all but the jobs'), indexed by owner: a
+        change of one queues its job."""
+        workloads = [self.kueue.workloads] if self.kueue else []
+        return [self.pods, self.services, *self.owned.values(), *self.groups.values(), *workloads]
 
     def informers(self) -> list[Informer[Any]]:
         """Every cache, those of the jobs' objects first (a job's first reconcile wants
         them synced; they are all synced before any reconcile anyway)."""
-        return [*self.owned_informers(), *self.jobs.values()]
+        cluster = self.kueue.cluster_informers() if self.kueue else []
+        return [*self.owned_informers(), *cluster, *self.jobs.values()]
 
 
 def _owned_resources(
