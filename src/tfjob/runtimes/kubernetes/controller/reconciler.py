@@ -11,7 +11,9 @@ that keeps the cluster consistent, and hands the caches what it wrote:
   when it records what they destroy (`status_first`: a restart counted from a pod the
   actions delete), before deleting the job (its last word), otherwise after them (a
   job's pods come before the status that describes them);
-- a failed status write stops the actions after it.
+- a failed status write stops the actions after it, and so does a queued job's failed
+  `SetSuspend` (the plan's first action, conditional on the job as read: a 409 means
+  the job changed, and the rest of the plan assumed it suspended or started).
 docs/consistency.md lists the rules and what each one guards.
 """
 
@@ -29,7 +31,7 @@ from tfjob.api import constants as c
 from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.observed import Pod
 from tfjob.api.types import Job, ObjectMeta
-from tfjob.core import conditions
+from tfjob.core import conditions, queued
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
     Action,
@@ -40,6 +42,7 @@ from tfjob.core.plan import (
     DeletePod,
     DeleteService,
     Plan,
+    SetSuspend,
     UpdateOwned,
 )
 from tfjob.core.reconcile import reconcile as decide
@@ -172,6 +175,7 @@ class Reconciler:
                 self._settings,
                 view.groups,
                 view.owned,
+                **self._queueing(view, job),
             )
             # The plan's pods, made as created (from its replica specs when it has its own).
             renderer = PodRenderer(job, self._settings, plan.replica_specs)
@@ -200,6 +204,20 @@ class Reconciler:
         if errors:
             raise _failure(errors)
         return Result(requeue_after=plan.requeue_after)
+
+    def _queueing(self, view: JobView, job: Job) -> dict[str, Any]:
+        """What a queued job's pass reads besides the view's Workloads (core/queued.py):
+        the ResourceFlavors and the priority its Workload is made with, from the
+        caches of --kueue-integration=external; nothing in builtin mode."""
+        kueue = self._caches.kueue
+        if kueue is None:
+            return {}
+        wanted = queued.priority_to_resolve(job, self._settings)
+        return {
+            "workloads": view.workloads,
+            "flavors": kueue.flavors_by_name(),
+            "priority": kueue.resolve(wanted),
+        }
 
     @staticmethod
     def _unreadable(error: Exception) -> str:
@@ -272,6 +290,8 @@ class Reconciler:
                     return errors, refusal
             results = await asyncio.gather(*(bounded(a) for a in wave))  # type: ignore[arg-type]
             errors += [r for r in results if r is not None]
+            if errors and isinstance(first, SetSuspend):
+                break  # the rest assumes the job (un)suspended: reconcile it again
         return errors, None
 
     # -- jobs the model cannot read ---------------------------------------------------
@@ -306,7 +326,9 @@ def _steps(plan: Plan) -> list[Step]:
         return actions
     write = WriteStatus()
     if plan.status_first:
-        return [write, *actions]
+        # A queued job's SetSuspend stays first: it is conditional on the job as read.
+        lead = 1 if actions and isinstance(actions[0], SetSuspend) else 0
+        return [*actions[:lead], write, *actions[lead:]]
     for at, action in enumerate(actions):
         if isinstance(action, DeleteJob):
             return [*actions[:at], write, *actions[at:]]

@@ -1,8 +1,9 @@
 """Every write a plan's action becomes, through one path with one policy.
 
-`Writer.write_of` turns an action (a pod, service, owned object, gang group or the job
-itself) into a `Write`: what to send, where, and how it is reported. `Writer.apply`
-sends it and treats every answer the same way, whatever the object:
+`Writer.write_of` turns an action (a pod, service, owned object, gang group or Kueue
+Workload, or the job itself: its deletion, a queued job's suspend) into a `Write`:
+what to send, where, and how it is reported. `Writer.apply` sends it and treats every
+answer the same way, whatever the object:
 - success: done. Its resourceVersion is noted on the view, so the job is held until
   the caches show it (consistency.py); a create or delete that `announces` records
   `Successful<Verb><Noun>`; the Write's counter counts it;
@@ -15,9 +16,11 @@ sends it and treats every answer the same way, whatever the object:
 - any other error, a 409 included: not done. A create or delete records
   `Failed<Verb><Noun>`; the error is returned, so the job is retried (one refused as
   sent, 400/422, only once it changes: reconciler.py).
-A replace (a conditional PUT of an owned object or a gang group) records no Event, as
-upstream records none: its 409 is routine (the object changed since it was read) and
-the job is reconciled again from the caches.
+A replace (a conditional PUT of an owned object or a gang group, or of a Kueue
+Workload's status) and a patch (the job's `spec.runPolicy.suspend`, conditional on the
+job's resourceVersion) record no Event, as upstream records none: their 409 is
+routine (the object changed since it was read) and the job is reconciled again from
+the caches.
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from tfjob.core.plan import (
     DeleteOwned,
     DeletePod,
     DeleteService,
+    SetSuspend,
     UpdateGroup,
+    UpdateGroupStatus,
     UpdateOwned,
 )
 from tfjob.frameworks.framework import Framework
@@ -68,7 +73,13 @@ from tfjob.runtimes.kubernetes.transport.resources import (
 class Verb(enum.Enum):
     CREATE = "Create"
     REPLACE = "Replace"
+    PATCH = "Patch"  # a JSON merge patch
     DELETE = "Delete"
+
+    @property
+    def reported(self) -> bool:
+        """Whether its success and failure are Events (creates and deletes only)."""
+        return self in (Verb.CREATE, Verb.DELETE)
 
 
 Count = Callable[[], None]
@@ -83,7 +94,8 @@ class Write:
     resource: Resource
     name: str
     noun: str  # in Event reasons: "Pod", "Service", "PodGroup", "ConfigMap", "Job"
-    manifest: Callable[[], dict[str, Any]] | None = None  # rendered as it is sent
+    manifest: Callable[[], dict[str, Any]] | None = None  # rendered as it is sent; a patch's
+    subresource: str = ""  # "status": a replace of the status subresource
     said: str = ""  # in Event messages: "pod", "service", "PodGroup", "job"
     announces: bool = True  # a Successful<Verb><Noun> Event on success
     on_exists: OnExists | None = None  # a create's AlreadyExists, when not simply done
@@ -124,7 +136,7 @@ class Writer:
                 return self._failed(ref, write, error)
         if raw is not None:
             view.wrote(write.resource, resource_version_of(raw))
-        if write.announces and write.verb is not Verb.REPLACE:
+        if write.announces and write.verb.reported:
             verb = write.verb.value
             message = f"{verb}d {write.said or write.noun}: {write.name}"
             self._recorder.record(ref, "Normal", f"Successful{verb}{write.noun}", message)
@@ -136,12 +148,17 @@ class Writer:
         if write.verb is Verb.DELETE:
             return await self._client.delete(write.resource, namespace, write.name)
         assert write.manifest is not None, "a create or replace sends a manifest"
+        resource, name, body = write.resource, write.name, write.manifest()
         if write.verb is Verb.CREATE:
-            return await self._client.create(write.resource, namespace, write.manifest())
-        return await self._client.replace(write.resource, namespace, write.name, write.manifest())
+            return await self._client.create(resource, namespace, body)
+        if write.verb is Verb.PATCH:
+            return await self._client.merge_patch(resource, namespace, name, body)
+        if write.subresource == "status":
+            return await self._client.replace_status(resource, namespace, name, body)
+        return await self._client.replace(resource, namespace, name, body)
 
     def _failed(self, ref: ObjectRef, write: Write, error: Exception) -> Exception:
-        if write.verb is not Verb.REPLACE:
+        if write.verb.reported:
             verb = write.verb.value
             doing = "creating" if write.verb is Verb.CREATE else "deleting"
             self._recorder.record(
@@ -193,14 +210,24 @@ class Writer:
                 said="job",
                 counted=lambda: m.job(m.jobs_deleted, ref.namespace, self._kind.metrics_name),
             )
-        if isinstance(action, CreateGroup | UpdateGroup | DeleteGroup):
+        if isinstance(action, CreateGroup | UpdateGroup | UpdateGroupStatus | DeleteGroup):
             return self._group_write(action)
         if isinstance(action, CreateOwned | UpdateOwned | DeleteOwned):
             return self._owned_write(action)
-        # Planned only with --kueue-integration=external (core/queued.py).
-        raise NotImplementedError(f"{type(action).__name__} is not carried out by the operator yet")
+        return self._suspend_write(action, ref)
 
-    def _group_write(self, action: CreateGroup | UpdateGroup | DeleteGroup) -> Write:
+    def _suspend_write(self, action: SetSuspend, ref: ObjectRef) -> Write:
+        """A queued job's `spec.runPolicy.suspend` (core/queued.py), patched only on
+        the job as read: its resourceVersion in the patch makes it conditional."""
+        patch = {
+            "metadata": {"resourceVersion": ref.resource_version},
+            "spec": {"runPolicy": {"suspend": action.value}},
+        }
+        return Write(Verb.PATCH, jobs_of(self._kind), ref.name, "Job", lambda: patch, "job")
+
+    def _group_write(
+        self, action: CreateGroup | UpdateGroup | UpdateGroupStatus | DeleteGroup
+    ) -> Write:
         resource, noun, m = group_resource(action.kind), action.kind.kind, self._metrics
         podgroup = noun == "PodGroup"  # upstream's counters (a native Workload is not counted)
         if isinstance(action, DeleteGroup):
@@ -209,6 +236,10 @@ class Writer:
         manifest = action.manifest
         if isinstance(action, UpdateGroup):
             return Write(Verb.REPLACE, resource, action.name, noun, lambda: manifest)
+        if isinstance(action, UpdateGroupStatus):
+            return Write(
+                Verb.REPLACE, resource, action.name, noun, lambda: manifest, subresource="status"
+            )
         counted = m.pod_groups_created.inc if podgroup else None
         return Write(Verb.CREATE, resource, action.name, noun, lambda: manifest, counted=counted)
 
