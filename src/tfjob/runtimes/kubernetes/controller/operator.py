@@ -46,6 +46,7 @@ from tfjob.core.settings import Settings
 from tfjob.frameworks.framework import Framework
 from tfjob.frameworks.registry import FRAMEWORKS
 from tfjob.runtimes.kubernetes.cache.shared import SharedInformers
+from tfjob.runtimes.kubernetes.controller import kueue_api
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
 from tfjob.runtimes.kubernetes.controller.gang_groups import GangGroups, GangUnavailable
@@ -182,6 +183,7 @@ class Operator:
             kinds,
             namespace=options.namespace,
             group_kinds=self.gang.kinds if self.gang else (),
+            kueue=options.kueue_integration == "external",
         )
         settings = options.settings()
         self.controllers = {
@@ -215,6 +217,12 @@ class Operator:
                 await self.gang.check_served(self.options.namespace)
             except GangUnavailable as error:
                 log.error("gang scheduling unavailable", error=str(error))
+                return 1
+        if self.options.kueue_integration == "external":
+            try:  # tfjob makes the Workloads: without Kueue's API no queued job could run
+                await kueue_api.check_served(self._client, self.options.namespace)
+            except kueue_api.KueueUnavailable as error:
+                log.error("kueue integration unavailable", error=str(error))
                 return 1
         await self.servers.start()
         log.info("endpoints listening", addresses=self.servers.addresses())
