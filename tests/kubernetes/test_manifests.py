@@ -397,7 +397,9 @@ def test_cluster_role_covers_every_kind_and_its_crd_is_installed(
     kube: Client, installed: list[Any]
 ) -> None:
     """Each kind tfjob serves has its CRD in the manifests and its grants: jobs read
-    and deleted, status written, finalizers set (for blockOwnerDeletion)."""
+    and deleted, status written, finalizers set (for blockOwnerDeletion), patched (a
+    queued job's suspend, --kueue-integration=external) but never created or
+    replaced."""
     from tfjob.frameworks.registry import FRAMEWORKS
 
     role = kube.get(ClusterRole, "tfjob-operator")
@@ -412,11 +414,11 @@ def test_cluster_role_covers_every_kind_and_its_crd_is_installed(
     for kind in FRAMEWORKS.values():
         plural = kind.plural
         assert f"{plural}.kubeflow.org" in crds, kind.kind
-        for verb in ("get", "list", "watch", "delete"):
+        for verb in ("get", "list", "watch", "delete", "patch"):
             assert (plural, verb) in granted, (plural, verb)
         assert (f"{plural}/status", "update") in granted, plural
         assert (f"{plural}/finalizers", "update") in granted, plural
-        assert not {(plural, v) for v in ("create", "update", "patch")} & granted, plural
+        assert not {(plural, v) for v in ("create", "update")} & granted, plural
 
 
 def test_operator_identity_can_do_its_job(
@@ -470,8 +472,9 @@ def test_operator_identity_can_do_its_job(
 def test_operator_identity_has_no_grant_the_operator_does_not_use(
     operator_client: Client, kube: Client, crd_installed: Any, namespace: str
 ) -> None:
-    """The operator never patches pods or services, never writes a TFJob's spec or
-    metadata, and records Events through the core API only: none of that is granted."""
+    """The operator never patches pods or services, never replaces a TFJob (it only
+    patches a queued one's suspend, with --kueue-integration=external), and records
+    Events through the core API only: none of that is granted."""
     kube.create(
         Pod(
             metadata=ObjectMeta(name="worker-0"),
@@ -484,9 +487,6 @@ def test_operator_identity_has_no_grant_the_operator_does_not_use(
     for attempt in (
         lambda: operator_client.patch(
             Pod, "worker-0", label, namespace=namespace, patch_type=PatchType.MERGE
-        ),
-        lambda: operator_client.patch(
-            crd_installed, "mine", label, namespace=namespace, patch_type=PatchType.MERGE
         ),
         lambda: operator_client.replace(
             operator_client.get(crd_installed, "mine", namespace=namespace)
