@@ -12,7 +12,7 @@ codes and reasons, `TransportError`). What it keeps of the API server:
   `metadata.resourceVersion` gets 409 Conflict, a create of an existing name 409
   AlreadyExists, a write that changes nothing leaves the object (and its
   resourceVersion) as it was and sends no watch event;
-- the status subresource of pods, services and TFJobs (`with_status`):
+- the status subresource of pods, services, jobs and Kueue Workloads (`with_status`):
   `replace_status` takes only `status`, `replace` everything but `status`; a create
   drops a TFJob's status;
 - `generateName`, namespaces that must exist (404 otherwise), resources that are
@@ -53,6 +53,12 @@ from typing import Any
 import msgspec
 
 from tfjob.frameworks.registry import FRAMEWORKS
+from tfjob.runtimes.kubernetes.cache.kueue import (
+    PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+)
 from tfjob.runtimes.kubernetes.transport.client import (
     METADATA,
     METADATA_LIST,
@@ -72,10 +78,18 @@ Object = dict[str, Any]
 
 # Every kind of job tfjob knows, as its CRD serves it (with a status subresource).
 JOBS = {jobs_of(fw): fw.kind for fw in FRAMEWORKS.values()}
+# Kueue's, read and written with --kueue-integration=external (cluster-scoped ones are
+# kept in the namespace "": `add_namespace("")` before creating one).
+KUEUE = {
+    WORKLOADS: "Workload",
+    RESOURCE_FLAVORS: "ResourceFlavor",
+    WORKLOAD_PRIORITY_CLASSES: "WorkloadPriorityClass",
+    PRIORITY_CLASSES: "PriorityClass",
+}
 # The kinds of the resources the operator touches (others: from the first object).
-KINDS = {PODS: "Pod", SERVICES: "Service", EVENTS: "Event", **JOBS, LEASES: "Lease"}
+KINDS = {PODS: "Pod", SERVICES: "Service", EVENTS: "Event", **JOBS, LEASES: "Lease", **KUEUE}
 # Resources with a status subresource: `status` is written only through it.
-WITH_STATUS = {PODS, SERVICES, *JOBS}
+WITH_STATUS = {PODS, SERVICES, *JOBS, WORKLOADS}
 HISTORY = 10_000  # watch events kept; a watch from before them gets 410 Expired
 _SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alphabet
 _REASONS = {
