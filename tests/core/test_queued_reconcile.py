@@ -484,3 +484,16 @@ def test_a_job_without_a_queue_is_not_queued_in_external_mode() -> None:
     assert (
         sorted(type(a).__name__ for a in given.actions) == ["CreatePod"] * 2 + ["CreateService"] * 2
     )
+
+
+def test_a_workload_whose_job_is_gone_finishes_then_lets_its_finalizer_go() -> None:
+    held = admitted(created_workload(tfjob())).document
+    held["metadata"]["finalizers"] = ["kueue.x-k8s.io/resource-in-use"]
+    [finish] = queued.orphaned([held], NOW)
+    assert isinstance(finish, UpdateGroupStatus)
+    [done] = [c for c in finish.manifest["status"]["conditions"] if c["type"] == "Finished"]
+    assert (done["status"], done["reason"]) == ("True", "OwnerNotFound")
+    [release] = queued.orphaned([finish.manifest], NOW)
+    assert isinstance(release, UpdateGroup)
+    assert release.manifest["metadata"]["finalizers"] == []
+    assert queued.orphaned([release.manifest], NOW) == []

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
@@ -62,10 +62,12 @@ from tfjob.core.queueing import (
     failed_to_start,
     finished_condition,
     inject,
+    orphan_condition,
     pod_set_info,
     pods_ready_condition,
     queue_name,
     quota_release,
+    releases_finalizer,
     set_condition,
     stop,
     sync_workloads,
@@ -129,6 +131,27 @@ def begin(
     if not queued_here(stored, state.settings):
         return []
     return _Queued(state, stored, workloads, flavors or {}, priority).decide()
+
+
+def orphaned(workloads: Sequence[Mapping[str, Any]], now: datetime) -> list[Action]:
+    """The writes of Workloads whose job is gone, one per Workload per pass as Kueue's
+    job reconciler makes them for a job not found: Finished (OwnerNotFound) first, so
+    its quota is released even if the garbage collector is slow; then its finalizer
+    (kueue.x-k8s.io/resource-in-use) off, so the collector can delete it."""
+    actions: list[Action] = []
+    for workload in workloads:
+        finish = orphan_condition(workload)
+        finalizers = (workload.get("metadata") or {}).get("finalizers") or []
+        if finish is not None:
+            status = dict(workload.get("status") or {})
+            status["conditions"] = set_condition(status.get("conditions") or [], finish, now)
+            manifest = {**workload, "status": status}
+            actions.append(UpdateGroupStatus(kind=WORKLOAD, manifest=manifest))
+        elif FINALIZER in finalizers and releases_finalizer(workload, job_exists=False):
+            released = copy.deepcopy(dict(workload))
+            released["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+            actions.append(UpdateGroup(kind=WORKLOAD, manifest=released))
+    return actions
 
 
 class _Queued:

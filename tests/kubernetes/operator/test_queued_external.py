@@ -215,3 +215,19 @@ async def test_without_kueue_the_external_operator_exits_naming_the_fix() -> Non
     api = FakeApi(served=[PODS, SERVICES, TFJOBS])
     operator = Operator(_options("external"), api.client())  # type: ignore[arg-type]
     assert await asyncio.wait_for(operator.run(asyncio.Event()), 10) == 1
+
+
+async def test_a_workload_whose_job_is_gone_is_finished_and_let_go(
+    api: FakeApi, external: Operator
+) -> None:
+    """The fake has no garbage collector: the Workload outlives its job, as it does
+    on a cluster while the collector is slow or its finalizer holds it."""
+    _submit(api, "gone")
+    await until(lambda: len(_workloads(api)) == 1)
+    _admit(api)
+    await until(lambda: len(_pods(api)) == 2)
+    api.delete(TFJOBS, NS, "gone")
+    await until(lambda: _conditions(_workload(api)).get("Finished") == "True")
+    [finished] = [c for c in _workload(api)["status"]["conditions"] if c["type"] == "Finished"]
+    assert finished["reason"] == "OwnerNotFound"
+    await until(lambda: not _workload(api)["metadata"].get("finalizers"))

@@ -146,7 +146,7 @@ class Reconciler:
         """Bring job `key` one step closer to what the core wants; say when to look again."""
         view = self._caches.view(key)
         if view is None:
-            return DONE
+            return await self._release_orphans(key)
         if isinstance(view, Held):
             # The watch event that catches the caches up queues the job; this is only
             # the safety net for a lost one.
@@ -157,6 +157,27 @@ class Reconciler:
             return await self._carry_out(view)
         finally:
             self._caches.hold(view)
+
+    async def _release_orphans(self, key: str) -> Result:
+        """The job is gone: its Workloads left behind (--kueue-integration=external)
+        are finished, then let go (core/queued.py `orphaned`), through the one write
+        path. A Workload's change queues the gone job's key, so each write brings
+        the next; nothing is held (there is no job to hold)."""
+        workloads = [w.document for w in self._caches.workloads_of(key)]
+        actions = queued.orphaned(workloads, self._clock())
+        if not actions:
+            return DONE
+        namespace, _, name = key.partition("/")
+        gone = self._kind.job_type(metadata=ObjectMeta(namespace=namespace, name=name))
+        view, ref = JobView(key, gone, [], []), self._ref(gone.metadata)
+        errors = []
+        for action in actions:
+            error = await self._writer.apply(view, ref, self._writer.write_of(action, ref))
+            if error is not None:
+                errors.append(error)
+        if errors:
+            raise _failure(errors)
+        return DONE
 
     # -- one plan ---------------------------------------------------------------------
 

@@ -170,10 +170,12 @@ class Writer:
 
     # -- actions to writes ------------------------------------------------------------
 
-    def write_of(self, action: Action, ref: ObjectRef, pods: PodRenderer) -> Write:
-        """The write that carries out `action` (rendering a pod only as it is sent)."""
+    def write_of(self, action: Action, ref: ObjectRef, pods: PodRenderer | None = None) -> Write:
+        """The write that carries out `action` (rendering a pod only as it is sent:
+        `pods`, which a plan that creates pods has)."""
         m = self._metrics
         if isinstance(action, CreatePod):
+            assert pods is not None, "a pod is rendered by the plan's PodRenderer"
             return Write(
                 Verb.CREATE,
                 PODS,
