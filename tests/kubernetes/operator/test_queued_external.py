@@ -125,6 +125,10 @@ def _admit(api: FakeApi) -> None:
     _set_status(api, workload, status)
 
 
+def _spec(patch: dict[str, Any]) -> str:
+    return f"suspend: {patch['spec']['runPolicy']['suspend']}"
+
+
 def _pods(api: FakeApi) -> list[dict[str, Any]]:
     return api.objects(PODS, NS)
 
@@ -231,3 +235,21 @@ async def test_a_workload_whose_job_is_gone_is_finished_and_let_go(
     [finished] = [c for c in _workload(api)["status"]["conditions"] if c["type"] == "Finished"]
     assert finished["reason"] == "OwnerNotFound"
     await until(lambda: not _workload(api)["metadata"].get("finalizers"))
+
+
+async def test_a_refused_suspend_ends_the_plan_and_the_job_is_tried_again(
+    api: FakeApi, external: Operator
+) -> None:
+    """Admitted, the plan starts the job (SetSuspend false first) and creates its pods;
+    the patch refused (409: the job changed), no pod is made from that plan, and the
+    retry starts the job."""
+    _submit(api, "raced")
+    await until(lambda: _suspended(api, "raced") and len(_workloads(api)) == 1)
+    api.fail(409, verb="patch", resource=TFJOBS, name="raced")
+    _admit(api)
+    await until(lambda: not _suspended(api, "raced") and len(_pods(api)) == 2)
+    starts = [r for r in api.of("patch", TFJOBS) if r.body and "suspend: False" in _spec(r.body)]
+    refused, start = starts[0], starts[-1]
+    assert refused is not start
+    first_pod = next(r for r in api.of("create", PODS) if not r.dry_run)
+    assert api.requests.index(first_pod) > api.requests.index(start)
