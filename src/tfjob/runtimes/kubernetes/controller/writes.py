@@ -95,12 +95,12 @@ class Write:
     name: str
     noun: str  # in Event reasons: "Pod", "Service", "PodGroup", "ConfigMap", "Job"
     manifest: Callable[[], dict[str, Any]] | None = None  # rendered as it is sent; a patch's
-    subresource: str = ""  # "status": a replace of the status subresource
     said: str = ""  # in Event messages: "pod", "service", "PodGroup", "job"
     announces: bool = True  # a Successful<Verb><Noun> Event on success
     on_exists: OnExists | None = None  # a create's AlreadyExists, when not simply done
     counted: Count | None = None  # on success
     failed: Count | None = None  # on failure
+    subresource: str = ""  # "status": a replace of the status subresource
 
 
 class Writer:
