@@ -17,7 +17,11 @@ against the session's control plane, as a child process like the scheduler and k
 - its configuration lists those kinds' integrations (``kubeflow.org/tfjob``, ...) in
   ``integrations.frameworks``: Kueue v0.19 no longer enables the deprecated Kubeflow
   v1 integration by default (its release configuration leaves it out), though it
-  still builds it in;
+  still builds it in. With ``external=True`` (for ``tfjob operator
+  --kueue-integration=external``, where tfjob makes the kinds' Workloads) they are
+  listed in ``integrations.externalFrameworks`` instead (``TFJob.v1.kubeflow.org``,
+  ...), ``frameworks`` names none of them, and no kubeflow.org job webhook is
+  installed: Kueue neither suspends nor mutates those jobs;
 - with internal certificate management off, Kueue v0.19 reads its metrics certificate
   from the fixed path ``/etc/kueue/metrics/certs`` whether metrics are served or not.
   Rather than write there, Kueue runs in a private mount namespace (``unshare
@@ -108,12 +112,14 @@ class Kueue:
         binary: Path,
         kinds: tuple[str, ...],
         *,
+        external: bool = False,
         start_timeout: float = 90.0,
     ) -> None:
         self.plane = plane
         self.kube = kube
         self.binary = binary
         self.kinds = kinds
+        self.external = external
         self.plurals = tuple(FRAMEWORKS[kind].plural for kind in kinds)
         self.start_timeout = start_timeout
         self.config_dir = config_dir_of(binary)
@@ -141,8 +147,18 @@ class Kueue:
         Listed in ``integrations.frameworks``: v0.19's default configuration leaves them out.
         Never in ``integrations.externalFrameworks`` as well: that list is for kinds
         whose Workloads another controller makes, and Kueue refuses a configuration
-        naming a kind in both ("Duplicate value")."""
+        naming a kind in both ("Duplicate value"). None when `external`."""
+        if self.external:
+            return []
         return [f"{FRAMEWORKS[kind].group}/{kind.lower()}" for kind in self.kinds]
+
+    @property
+    def external_frameworks(self) -> list[str]:
+        """``integrations.externalFrameworks`` when `external`: ``TFJob.v1.kubeflow.org``
+        for TFJob (Kind.version.group), the kinds whose Workloads tfjob makes."""
+        if not self.external:
+            return []
+        return [f"{kind}.v1.{FRAMEWORKS[kind].group}" for kind in self.kinds]
 
     @property
     def running(self) -> bool:
@@ -258,12 +274,17 @@ class Kueue:
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
             "clientConnection": {"qps": 100, "burst": 200},
-            "integrations": {"frameworks": self.frameworks},
+            "integrations": self._integrations(),
             "featureGates": {"VisibilityOnDemand": False},
         }
         path = self.folder / "config.yaml"
         path.write_text(yaml.safe_dump(config))
         return path
+
+    def _integrations(self) -> dict[str, list[str]]:
+        if self.external:
+            return {"frameworks": self.frameworks, "externalFrameworks": self.external_frameworks}
+        return {"frameworks": self.frameworks}
 
     def _command(self, config: Path) -> list[str]:
         """Kueue in a private mount namespace whose /etc carries the metrics certs."""
@@ -328,6 +349,8 @@ class Kueue:
     def _wanted(self, hook: dict[str, Any]) -> bool:
         if _is_kueue_hook(hook):
             return True
+        if self.external:
+            return False
         for rule in hook["rules"]:
             if "kubeflow.org" in rule["apiGroups"] and "v1" in rule["apiVersions"]:
                 return any(r in self.plurals for r in rule["resources"])
@@ -335,7 +358,17 @@ class Kueue:
 
     def _webhooks_answer(self) -> bool:
         """A server-side dry run through the mutating webhook: Kueue suspends a queued
-        job at creation, so a job that comes back suspended went through it."""
+        job at creation, so a job that comes back suspended went through it. When
+        `external` (no job webhook), a ResourceFlavor's dry run (its webhook fails
+        closed, so a 201 means Kueue answered)."""
+        if self.external:
+            status, _ = self.plane.request(
+                "POST",
+                f"{KUEUE_API}/resourceflavors?dryRun=All",
+                body={"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                      "metadata": {"name": "kueue-probe"}},
+            )  # fmt: skip
+            return bool(status == 201)
         for kind in self.kinds:
             status, body = self.plane.request(
                 "POST",

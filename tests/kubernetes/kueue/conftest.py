@@ -1,7 +1,9 @@
 """Fixtures for the tests of tfjob under a real Kueue (testkit/kueue.py).
 
 - ``kueue`` (module): Kueue's manager on the session's cluster, managing every kind
-  in ``KINDS``, for one test file. Module-scoped so that its webhooks, which the API
+  in ``KINDS``, for one test file; as its ``externalFrameworks`` (tfjob makes their
+  Workloads, ``--kueue-integration=external``) when the file sets
+  ``KUEUE_EXTERNAL = True``. Module-scoped so that its webhooks, which the API
   server calls for every job of those kinds, are gone before the session's other
   tests run (a restart costs ~3 s). Skips (fails under ``CI=true``) when it cannot
   be had, like the cluster.
@@ -75,13 +77,15 @@ def kueue(
     request: pytest.FixtureRequest,
     pytestconfig: pytest.Config,
 ) -> Iterator[Kueue]:
-    """Kueue's manager for the session, managing every kind in KINDS. Their CRDs are
-    installed first so Kueue sets up their controllers at once."""
+    """Kueue's manager for the test file, managing every kind in KINDS (as external
+    frameworks if the file's KUEUE_EXTERNAL says so). Their CRDs are installed first
+    so Kueue sets up their controllers at once."""
     for kind in KINDS:
         request.getfixturevalue(CRD_FIXTURES[kind])
+    external = bool(getattr(request.module, "KUEUE_EXTERNAL", False))
     try:
         binary = control_plane.assets.tool("kueue")
-        started = Kueue(control_plane, kube, binary, KINDS).start()
+        started = Kueue(control_plane, kube, binary, KINDS, external=external).start()
     except ControlPlaneUnavailable as exc:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"no Kueue: {exc}", pytrace=False)
