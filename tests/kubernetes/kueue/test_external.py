@@ -1,0 +1,168 @@
+"""``tfjob operator --kueue-integration=external`` under the real Kueue manager.
+
+Kueue runs with the kinds under ``integrations.externalFrameworks`` and no
+kubeflow.org job webhook: it neither suspends a queued job nor makes its Workload.
+tfjob does (core/queued.py): it makes and owns the job's Workload, holds the job
+suspended until Kueue admits the Workload, runs it with the flavour's node labels in
+its pods, suspends it and gives the quota back when Kueue evicts it, and finishes the
+Workload when the job ends. Kueue's scheduler, webhooks and preemption are the real
+ones; kwok nodes and the real kube-scheduler run the pods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from testkit.cluster import Nodes
+from testkit.helpers import wait_for
+from testkit.kueue import QueuedJobs, Queues, workload_condition
+from testkit.operators import Operators
+
+#: The conftest's ``kueue`` fixture: the kinds as Kueue's external frameworks.
+KUEUE_EXTERNAL = True
+#: The kinds of test_kueue.py (the operator serves them all).
+KINDS = ("TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob")
+POOL_LABEL = "tfjob.test/pool"
+EXTERNAL = "--kueue-integration=external"
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+def _true(queued: QueuedJobs, name: str, kind: str) -> bool:
+    found = workload_condition(queued.workload(name), kind)
+    return found is not None and found["status"] == "True"
+
+
+def _pending_for_quota(queued: QueuedJobs, name: str) -> dict[str, Any] | None:
+    reserved = workload_condition(queued.workload(name), "QuotaReserved")
+    if reserved and reserved["status"] == "False" and reserved["reason"] == "Pending":
+        return reserved
+    return None
+
+
+def _owned_by_the_job(queued: QueuedJobs, name: str) -> dict[str, Any]:
+    workload = wait_for(lambda: queued.workload(name), message=f"{name}'s Workload")
+    job = queued.get(name)
+    owners = workload["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["name"], o["uid"], o.get("controller")) for o in owners] == [
+        (queued.kind, name, job["metadata"]["uid"], True)
+    ], owners
+    found: dict[str, Any] = workload
+    return found
+
+
+def _spec_managers(workload: dict[str, Any]) -> set[str]:
+    return {
+        entry["manager"]
+        for entry in workload["metadata"].get("managedFields") or []
+        if "f:spec" in (entry.get("fieldsV1") or {})
+    }
+
+
+def test_a_job_runs_once_kueue_admits_the_workload_tfjob_made(
+    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+) -> None:
+    pool = nodes.add(2, cpu="2", labels={POOL_LABEL: "a"})
+    nodes.add(1, cpu="8")  # roomy, but not the flavour's
+    flavor = queues.flavor("pool-a", nodeLabels={POOL_LABEL: "a"})
+    queue = queues.queue(cpu="4", flavor=flavor)
+    operators.start(EXTERNAL)
+
+    created = queued.create("first", 4, queue=queue, run_policy={"suspend": False})
+    # No Kueue webhook for the kind: the job is stored as created, unsuspended.
+    assert created["spec"]["runPolicy"]["suspend"] is False
+    workload = _owned_by_the_job(queued, "first")
+    assert workload["spec"]["queueName"] == queue
+    # tfjob made it: its field manager wrote the spec (Kueue's only the status).
+    assert _spec_managers(workload) == {"tfjob-operator"}, workload["metadata"]["managedFields"]
+    assert sum(ps["count"] for ps in workload["spec"]["podSets"]) == 4
+    wait_for(lambda: _true(queued, "first", "Admitted"), message="Kueue to admit first")
+    pods = queued.running_pods("first", 4)
+    for name, pod in pods.items():
+        assert pod["spec"]["nodeSelector"] == {POOL_LABEL: "a"}, name
+        assert pod["spec"]["nodeName"] in pool, name
+    assert not queued.suspended("first")
+    admission = queued.workload("first")["status"]["admission"]  # type: ignore[index]
+    assert {f for ps in admission["podSetAssignments"] for f in ps["flavors"].values()} == {flavor}
+    wait_for(lambda: _true(queued, "first", "PodsReady"), message="PodsReady on first's Workload")
+
+    queued.end_pods("first")
+    queued.wait_condition("first", "Succeeded")
+    wait_for(lambda: _true(queued, "first", "Finished"), message="first's Workload Finished")
+    finished = workload_condition(queued.workload("first"), "Finished")
+    assert finished is not None and finished["reason"] == "Succeeded", finished
+
+
+def test_a_job_beyond_the_quota_waits_suspended_with_no_pod_until_the_first_ends(
+    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+) -> None:
+    nodes.add(2, cpu="4")  # room for both: only Kueue's quota holds one back
+    queue = queues.queue(cpu="4")
+    operators.start(EXTERNAL)
+
+    queued.create("first", 4, queue=queue, run_policy={"suspend": False})
+    queued.running_pods("first", 4)
+    wait_for(lambda: _true(queued, "first", "PodsReady"), message="PodsReady on first's Workload")
+    queued.create("second", 4, queue=queue, run_policy={"suspend": False})
+    _owned_by_the_job(queued, "second")
+    verdict = wait_for(
+        lambda: _pending_for_quota(queued, "second"), message="Kueue to hold the second job"
+    )
+    assert "insufficient" in verdict["message"], verdict
+    assert queued.suspended("second")
+    assert queued.pods("second") == {}
+    assert queued.services("second") == {}
+    assert not _true(queued, "second", "Admitted")
+
+    queued.end_pods("first")
+    queued.wait_condition("first", "Succeeded")
+    wait_for(lambda: _true(queued, "second", "Admitted"), message="Kueue to admit second")
+    queued.running_pods("second", 4)
+    assert not queued.suspended("second")
+    queued.end_pods("second")
+    queued.wait_condition("second", "Succeeded")
+    wait_for(lambda: _true(queued, "second", "Finished"), message="second's Workload Finished")
+
+
+def test_preemption_suspends_the_low_job_and_it_resumes_to_success(
+    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+) -> None:
+    nodes.add(2, cpu="4")
+    low = queues.priority_class("low", 100)
+    high = queues.priority_class("high", 1000)
+    queue = queues.queue(cpu="4", preemption={"withinClusterQueue": "LowerPriority"})
+    operators.start(EXTERNAL)
+
+    queued.create("low", 4, queue=queue, priority=low, run_policy={"suspend": False})
+    queued.running_pods("low", 4)
+    queued.wait_condition("low", "Running")
+    assert queued.workload("low")["spec"]["priority"] == 100  # type: ignore[index]
+    restarts = queued.get("low")["status"].get("restartCount", 0)
+
+    queued.create("high", 4, queue=queue, priority=high, run_for="2s")
+    wait_for(lambda: queued.suspended("low"), timeout=20, message="tfjob to suspend low")
+    wait_for(lambda: queued.pods("low") == {}, timeout=10, message="low's pods deleted")
+    evicted = workload_condition(queued.workload("low"), "Evicted")
+    assert evicted is not None and evicted["status"] == "True", evicted
+    assert evicted["reason"] == "Preempted", evicted
+    assert queued.wait_condition("low", "Suspended", timeout=10)
+    assert queued.condition("low", "Running") is None
+
+    queued.running_pods("high", 4)
+    queued.wait_condition("high", "Succeeded")
+    wait_for(lambda: _true(queued, "high", "Finished"), message="high's Workload Finished")
+    wait_for(lambda: not queued.suspended("low"), timeout=30, message="low re-admitted")
+    assert _true(queued, "low", "Admitted")
+    queued.running_pods("low", 4)
+    queued.end_pods("low")
+    queued.wait_condition("low", "Succeeded")
+    status = queued.get("low")["status"]
+    assert status.get("restartCount", 0) == restarts
+    assert not any(c["type"] in ("Failed", "Restarting") for c in status["conditions"])
+    wait_for(lambda: _true(queued, "low", "Finished"), message="low's Workload Finished")
