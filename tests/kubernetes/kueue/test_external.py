@@ -17,7 +17,7 @@ import pytest
 
 from testkit.cluster import Nodes
 from testkit.helpers import wait_for
-from testkit.kueue import QueuedJobs, Queues, workload_condition
+from testkit.kueue import KUEUE_API, QueuedJobs, Queues, workload_condition
 from testkit.operators import Operators
 
 #: The conftest's ``kueue`` fixture: the kinds as Kueue's external frameworks.
@@ -55,6 +55,19 @@ def _owned_by_the_job(queued: QueuedJobs, name: str) -> dict[str, Any]:
     ], owners
     found: dict[str, Any] = workload
     return found
+
+
+def _workloads(queued: QueuedJobs, name: str) -> list[dict[str, Any]]:
+    """Every Workload the job owns."""
+    status, body = queued.plane.request(
+        "GET", f"{KUEUE_API}/namespaces/{queued.namespace}/workloads"
+    )
+    assert status == 200, body
+    return [
+        item
+        for item in body["items"]
+        if any(o["name"] == name for o in item["metadata"].get("ownerReferences") or [])
+    ]
 
 
 def _spec_managers(workload: dict[str, Any]) -> set[str]:
@@ -166,3 +179,68 @@ def test_preemption_suspends_the_low_job_and_it_resumes_to_success(
     assert status.get("restartCount", 0) == restarts
     assert not any(c["type"] in ("Failed", "Restarting") for c in status["conditions"])
     wait_for(lambda: _true(queued, "low", "Finished"), message="low's Workload Finished")
+
+
+def test_a_waiting_job_resized_gets_its_workload_rewritten_and_admitted(
+    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+) -> None:
+    """A job waiting for quota changes its replicas: tfjob rewrites its Workload's
+    podSets (Kueue allows that while the Workload holds no quota) and Kueue admits
+    the smaller job into the room left."""
+    nodes.add(2, cpu="4")
+    queue = queues.queue(cpu="6")
+    operators.start(EXTERNAL)
+
+    queued.create("first", 4, queue=queue, run_policy={"suspend": False})
+    queued.running_pods("first", 4)
+    queued.create("second", 4, queue=queue, run_policy={"suspend": False})
+    wait_for(lambda: _pending_for_quota(queued, "second"), message="Kueue to hold second")
+    before = _owned_by_the_job(queued, "second")
+
+    replicas = {
+        rtype: {"replicas": 1}
+        for rtype in queued.get("second")["spec"][queued.framework.spec_field]
+    }
+    status, body = queued.patch("second", {"spec": {queued.framework.spec_field: replicas}})
+    assert status == 200, body
+    wait_for(lambda: _true(queued, "second", "Admitted"), message="Kueue to admit second")
+    after = _owned_by_the_job(queued, "second")
+    assert sum(ps["count"] for ps in after["spec"]["podSets"]) == len(replicas)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]  # rewritten, not remade
+    queued.running_pods("second", len(replicas))
+    assert len(queued.pods("first")) == 4
+    queued.end_pods("second")
+    queued.wait_condition("second", "Succeeded")
+    queued.end_pods("first")
+    queued.wait_condition("first", "Succeeded")
+
+
+def test_a_running_job_resized_is_stopped_and_requeued_with_a_new_workload(
+    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+) -> None:
+    """An admitted Workload's podSets are immutable (Kueue's webhook): a running job
+    that changes its replicas no longer matches it, so tfjob stops the job, deletes
+    that Workload and makes a new one, which Kueue admits."""
+    nodes.add(2, cpu="4")
+    queue = queues.queue(cpu="4")
+    operators.start(EXTERNAL)
+
+    queued.create("job", 4, queue=queue, run_policy={"suspend": False})
+    queued.running_pods("job", 4)
+    before = _owned_by_the_job(queued, "job")
+    field = queued.framework.spec_field
+    replicas = {rtype: {"replicas": 1} for rtype in queued.get("job")["spec"][field]}
+    status, body = queued.patch("job", {"spec": {field: replicas}})
+    assert status == 200, body
+
+    def renewed() -> dict[str, Any] | None:
+        owned = _workloads(queued, "job")  # the old one deleted, its finalizer off
+        fresh = len(owned) == 1 and owned[0]["metadata"]["uid"] != before["metadata"]["uid"]
+        return owned[0] if fresh and _true(queued, "job", "Admitted") else None
+
+    after = wait_for(renewed, timeout=30, message="a new Workload for job, admitted")
+    assert sum(ps["count"] for ps in after["spec"]["podSets"]) == len(replicas)
+    queued.running_pods("job", len(replicas))
+    queued.end_pods("job")
+    queued.wait_condition("job", "Succeeded")
+    wait_for(lambda: _true(queued, "job", "Finished"), message="job's Workload Finished")
