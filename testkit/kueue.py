@@ -768,6 +768,14 @@ class QueuedJobs:
                 found.append(f"{resource}/{name}")
         return found
 
+    def pending_for_quota(self, name: str) -> dict[str, Any] | None:
+        """Kueue's verdict on a job's Workload it cannot admit: QuotaReserved False,
+        Pending (None until then)."""
+        reserved = workload_condition(self.workload(name), "QuotaReserved")
+        if reserved and reserved["status"] == "False" and reserved["reason"] == "Pending":
+            return reserved
+        return None
+
     def workload(self, name: str) -> dict[str, Any] | None:
         """Kueue's Workload for the job (the one its controller owner reference names)."""
         status, body = self.plane.request(

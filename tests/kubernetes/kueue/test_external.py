@@ -39,13 +39,6 @@ def _true(queued: QueuedJobs, name: str, kind: str) -> bool:
     return found is not None and found["status"] == "True"
 
 
-def _pending_for_quota(queued: QueuedJobs, name: str) -> dict[str, Any] | None:
-    reserved = workload_condition(queued.workload(name), "QuotaReserved")
-    if reserved and reserved["status"] == "False" and reserved["reason"] == "Pending":
-        return reserved
-    return None
-
-
 def _owned_by_the_job(queued: QueuedJobs, name: str) -> dict[str, Any]:
     workload = wait_for(lambda: queued.workload(name), message=f"{name}'s Workload")
     job = queued.get(name)
@@ -125,7 +118,7 @@ def test_a_job_beyond_the_quota_waits_suspended_with_no_pod_until_the_first_ends
     queued.create("second", 4, queue=queue, run_policy={"suspend": False})
     _owned_by_the_job(queued, "second")
     verdict = wait_for(
-        lambda: _pending_for_quota(queued, "second"), message="Kueue to hold the second job"
+        lambda: queued.pending_for_quota("second"), message="Kueue to hold the second job"
     )
     assert "insufficient" in verdict["message"], verdict
     assert queued.suspended("second")
@@ -194,7 +187,7 @@ def test_a_waiting_job_resized_gets_its_workload_rewritten_and_admitted(
     queued.create("first", 4, queue=queue, run_policy={"suspend": False})
     queued.running_pods("first", 4)
     queued.create("second", 4, queue=queue, run_policy={"suspend": False})
-    wait_for(lambda: _pending_for_quota(queued, "second"), message="Kueue to hold second")
+    wait_for(lambda: queued.pending_for_quota("second"), message="Kueue to hold second")
     before = _owned_by_the_job(queued, "second")
 
     replicas = {

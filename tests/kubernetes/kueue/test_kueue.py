@@ -46,14 +46,6 @@ def _pods_ready(queued: QueuedJobs, name: str) -> bool:
     return ready is not None and ready["status"] == "True"
 
 
-def _pending_for_quota(queued: QueuedJobs, name: str) -> dict[str, Any] | None:
-    """Kueue's verdict on a workload it cannot admit: QuotaReserved False, Pending."""
-    reserved = workload_condition(queued.workload(name), "QuotaReserved")
-    if reserved and reserved["status"] == "False" and reserved["reason"] == "Pending":
-        return reserved
-    return None
-
-
 def test_quota_holds_the_second_job_suspended_with_no_pod_until_the_first_ends(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
@@ -67,7 +59,7 @@ def test_quota_holds_the_second_job_suspended_with_no_pod_until_the_first_ends(
     wait_for(lambda: _pods_ready(queued, "first"), message="Kueue to see first's pods ready")
     queued.create("second", 4, queue=queue)
     verdict = wait_for(
-        lambda: _pending_for_quota(queued, "second"), message="Kueue to hold the second job"
+        lambda: queued.pending_for_quota("second"), message="Kueue to hold the second job"
     )
     assert "insufficient" in verdict["message"], verdict
     assert queued.suspended("second")
