@@ -261,6 +261,17 @@ def test_an_elastic_pytorchjob_may_be_admitted_with_fewer_workers() -> None:
     assert all("minCount" not in p for p in q.pod_sets(whole))
 
 
+def test_a_paddlejob_elastic_policy_never_asks_for_fewer_workers() -> None:
+    """Kubeflow v1.9.4 gives a PaddleJob's elasticPolicy no env (PADDLE_NNODES is
+    every replica, fixed): admitted with fewer Workers, the job would train at a
+    size its user never asked for, so its Workload asks for all of them."""
+    elastic = {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 8}}
+    job = make("PaddleJob", spec=elastic, Worker=replica(6))
+    assert [(p["name"], p["count"], p.get("minCount")) for p in q.pod_sets(job)] == [
+        ("worker", 6, None)
+    ]
+
+
 def test_an_mpijob_lists_its_launcher_first_and_counts_unset_workers_as_none() -> None:
     job = make("MPIJob", Worker=replica(None), Launcher=replica())
     assert [(p["name"], p["count"]) for p in q.pod_sets(job)] == [("launcher", 1), ("worker", 0)]

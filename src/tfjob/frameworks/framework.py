@@ -92,6 +92,14 @@ class Framework(KindDeclaration, Generic[J]):
         """Hook: the kind's checks of its own spec fields."""
         yield from ()
 
+    def fewest_workers(self, job: J) -> int | None:
+        """Hook: the fewest Workers `job` (as stored) runs correctly with, for a kind
+        whose Workers adapt to how many of them start; None: the job needs every
+        replica it lists. A queued job's Workload offers Kueue this as the Workers'
+        `minCount` (partial admission), so it must hold only where the pods' env
+        lets the training adapt, not wherever a spec field is called elastic."""
+        return None
+
     def admission(
         self, document: dict[str, Any], *, require_image: bool, rules: bool
     ) -> list[FieldError]:

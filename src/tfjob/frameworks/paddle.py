@@ -5,7 +5,8 @@
   a Master pod carries job-role=master (a Worker-only job has none).
 - Defaults (besides the shared ones): with an elasticPolicy, minReplicas and
   maxReplicas: one set copies to the other, neither set = the Worker replicas. The
-  policy is kept; v1.9.4's controller gives it no env and no autoscaler.
+  policy is kept; v1.9.4's controller gives it no env and no autoscaler, and a
+  Workload tfjob makes for it asks for every Worker (no partial admission).
 - Env, appended to every container of a pod after the user's own, in this order:
   `PYTHONUNBUFFERED=1`, `PADDLE_JOB_ID` (the job's name), `PADDLE_NNODES` (every
   replica), then `PADDLE_MASTER`, the rendezvous endpoint at the `master` port: in

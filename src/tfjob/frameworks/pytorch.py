@@ -26,6 +26,9 @@
   maxReplicas by those metrics); its spec is kept as the job says, it is deleted
   while the job is suspended and (beyond upstream, which leaves it scaling) once the
   metrics are removed.
+- Queued with `--kueue-integration=external`, an elastic job's Workload gives its
+  Workers `minCount` = minReplicas (`fewest_workers`): Kueue may admit fewer
+  Workers, and the env above (WORLD_SIZE, the ranks) counts those admitted.
 - Succeeded: the Master succeeded; with no Master, every Worker succeeded, or with an
   elasticPolicy any Worker did. A failure is handled as for every kind.
 - Validation: a container named `pytorch` in every replica, only Master and Worker, a
@@ -196,6 +199,13 @@ class PyTorch(Framework[PyTorchJob]):
                 f"unknown value {elastic.rdzv_backend!r}",
                 f"use one of {', '.join(RDZV_BACKENDS)}",
             )
+
+    def fewest_workers(self, job: PyTorchJob) -> int | None:
+        """elasticPolicy.minReplicas: the Workers' env tells torchrun `min:max`
+        (PET_NNODES) and its rendezvous starts with any count in that range, so a
+        job admitted with fewer Workers than it lists (but at least these) trains."""
+        elastic = job.spec.elastic_policy
+        return None if elastic is None else elastic.min_replicas
 
     def pod_env(self, job: PyTorchJob, settings: Settings) -> PodEnv:
         return _PyTorchEnv(job, self, settings)

@@ -121,12 +121,13 @@ def pod_sets(job: Job) -> list[dict[str, Any]]:
 
 
 def _min_count(job: Job, replica_type: str, count: int) -> int | None:
-    """The Workers' least acceptable count when the job is elastic (an elasticPolicy
-    with minReplicas below the Workers' replicas): Kueue may then admit fewer
-    Workers than asked (partial admission), at least this many."""
-    policy = getattr(job.spec, "elastic_policy", None)
-    low = getattr(policy, "min_replicas", None)
-    if replica_type != c.WORKER or not isinstance(low, int):
+    """The Workers' least acceptable count when the kind's Workers adapt to their
+    number (`Framework.fewest_workers`: an elastic PyTorchJob's minReplicas) and it
+    is below the Workers' replicas: Kueue may then admit fewer Workers than asked
+    (partial admission), at least this many. A PaddleJob's elasticPolicy gives its
+    pods no elastic env (Kubeflow v1.9.4 ignores it), so it asks for every Worker."""
+    low = framework_of(job).fewest_workers(job)
+    if replica_type != c.WORKER or low is None:
         return None
     return low if 1 <= low < count else None
 
