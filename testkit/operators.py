@@ -70,9 +70,15 @@ class RunningOperator:
         return text
 
     def metric(self, sample: str, **labels: str) -> float:
-        """The value of one sample of /metrics (0 if absent)."""
+        """The value of one sample of /metrics: 0 if its family is exported but not
+        this series (a labelled counter no one has counted yet); a failed test if
+        the family is not exported at all (a misspelt or removed metric must not
+        read as 0)."""
         wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        families: set[str] = set()
         for line in self.metrics().splitlines():
+            if line.startswith("# TYPE "):
+                families.add(line.split()[2])
             if line.startswith("#") or " " not in line:
                 continue
             series, value = line.rsplit(" ", 1)
@@ -80,6 +86,9 @@ class RunningOperator:
             found = ",".join(sorted(rest.rstrip("}").split(","))) if rest else ""
             if base == sample and found == wanted:
                 return float(value)
+        suffixes = ("", "_total", "_count", "_sum", "_bucket", "_created", "_info")
+        exported = any(sample == family + suffix for family in families for suffix in suffixes)
+        assert exported, f"/metrics exports no {sample}"
         return 0.0
 
     def log_tail(self, lines: int = 60) -> str:
