@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -72,6 +73,7 @@ def resolve(
         for k, v in os.environ.items()
         if not _NOT_INHERITED.match(k) and not any(fnmatchcase(k, p) for p in not_inherited)
     }
+    env["PATH"] = replica_path(env.get("PATH", ""))
     env.update(declared)
     executable = find_executable(command[0], env.get("PATH", ""), cwd)
     if executable is None:
@@ -80,6 +82,20 @@ def resolve(
 
 
 NO_COMMAND = "no command: a local replica cannot use the image's entrypoint"
+
+
+def replica_path(inherited: str) -> str:
+    """The PATH a replica inherits: tfjob's, with the folder of the interpreter tfjob
+    runs in first when it is not on it already. So `python3`, `torchrun` and the rest
+    of tfjob's virtualenv are the replica's even when that venv is not activated
+    (`/venv/bin/tfjob run job.yaml` from a plain shell would otherwise start the
+    system's python3, without the venv's torch). A container's own `PATH` in its
+    `env` still wins."""
+    folder = os.path.dirname(sys.executable)
+    entries = inherited.split(os.pathsep) if inherited else []
+    if not folder or folder in entries:
+        return inherited
+    return os.pathsep.join([folder, *entries])
 
 
 def not_found_message(name: str) -> str:

@@ -63,7 +63,7 @@ def _check_programs(job: Job) -> Iterator[FieldError]:
     """The programs the kind needs on this machine (MPIJob: `mpirun`)."""
     framework = framework_of(job)
     for program, fix in framework.local_programs:
-        if shutil.which(program) is None:
+        if shutil.which(program, path=launch.replica_path(os.environ.get("PATH", ""))) is None:
             yield FieldError(
                 "kind",
                 f"a local {framework.kind} needs {program!r}, which is not on PATH",
@@ -161,8 +161,9 @@ def _check_container(
 
 
 def _path_of(container: Mapping[str, Any]) -> str:
-    """The PATH the container will have: its own literal PATH, else tfjob's."""
+    """The PATH the container will have: its own literal PATH, else the one it
+    inherits (`launch.replica_path`)."""
     for entry in container.get("env") or []:
         if isinstance(entry, Mapping) and entry.get("name") == "PATH" and "value" in entry:
             return str(entry["value"])
-    return os.environ.get("PATH", "")
+    return launch.replica_path(os.environ.get("PATH", ""))
