@@ -615,8 +615,10 @@ def _condition(obj: dict[str, Any], kind: str) -> str | None:
 
 def replicas_of(kind: str, pods: int) -> dict[str, int]:
     """`pods` pods of `kind`, as replica counts: TFJob all Workers; a kind with a
-    Master (PyTorchJob) one Master and the rest Workers."""
+    Master (PyTorchJob) or a Launcher (MPIJob) one of it and the rest Workers."""
     framework = FRAMEWORKS[kind]
+    if "Launcher" in framework.replica_types:  # MPIJob: one Launcher, the rest Workers
+        return {"Launcher": 1, "Worker": pods - 1} if pods > 1 else {"Launcher": 1}
     if "Master" in framework.replica_types and kind != "TFJob":
         return {"Master": 1, "Worker": pods - 1} if pods > 1 else {"Master": 1}
     return {"Worker": pods}

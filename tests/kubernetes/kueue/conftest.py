@@ -3,7 +3,9 @@
 - ``kueue`` (module): Kueue's manager on the session's cluster, managing every kind
   in ``KINDS``, for one test file; as its ``externalFrameworks`` (tfjob makes their
   Workloads, ``--kueue-integration=external``) when the file sets
-  ``KUEUE_EXTERNAL = True``. Module-scoped so that its webhooks, which the API
+  ``KUEUE_EXTERNAL = True``; the file's ``KUEUE_KINDS`` instead, when it sets them
+  (MPIJob v1 only as an external framework: Kueue's own MPIJob integration is
+  v2beta1's). Module-scoped so that its webhooks, which the API
   server calls for every job of those kinds, are gone before the session's other
   tests run (a restart costs ~3 s). Skips (fails under ``CI=true``) when it cannot
   be had, like the cluster.
@@ -48,6 +50,7 @@ CRD_FIXTURES = {
     "JAXJob": "kind_crds_installed",
     "XGBoostJob": "kind_crds_installed",
     "PaddleJob": "kind_crds_installed",
+    "MPIJob": "kind_crds_installed",
 }
 
 
@@ -80,12 +83,13 @@ def kueue(
     """Kueue's manager for the test file, managing every kind in KINDS (as external
     frameworks if the file's KUEUE_EXTERNAL says so). Their CRDs are installed first
     so Kueue sets up their controllers at once."""
-    for kind in KINDS:
+    kinds: tuple[str, ...] = getattr(request.module, "KUEUE_KINDS", KINDS)
+    for kind in kinds:
         request.getfixturevalue(CRD_FIXTURES[kind])
     external = bool(getattr(request.module, "KUEUE_EXTERNAL", False))
     try:
         binary = control_plane.assets.tool("kueue")
-        started = Kueue(control_plane, kube, binary, KINDS, external=external).start()
+        started = Kueue(control_plane, kube, binary, kinds, external=external).start()
     except ControlPlaneUnavailable as exc:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"no Kueue: {exc}", pytrace=False)

@@ -22,8 +22,15 @@ from testkit.operators import Operators
 
 #: The conftest's ``kueue`` fixture: the kinds as Kueue's external frameworks.
 KUEUE_EXTERNAL = True
-#: The kinds of test_kueue.py (the operator serves them all).
-KINDS = ("TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob")
+#: The kinds of test_kueue.py (the operator serves them all), and MPIJob: Kueue's
+#: built-in MPIJob integration is v2beta1's (mpi-operator), so only as an external
+#: framework (``MPIJob.v1.kubeflow.org``) can tfjob's v1 MPIJob queue at all.
+KINDS = ("TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob", "MPIJob")
+#: The conftest's ``kueue`` fixture: these kinds as its externalFrameworks.
+KUEUE_KINDS = KINDS
+#: What each node has besides CPU and memory: an MPIJob's launcher gets the
+#: kubectl-delivery init container, whose limits ask 5Gi of ephemeral storage.
+NODE_DISK = "50Gi"
 POOL_LABEL = "tfjob.test/pool"
 EXTERNAL = "--kueue-integration=external"
 
@@ -32,6 +39,22 @@ EXTERNAL = "--kueue-integration=external"
 def kind(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     return name
+
+
+def _add_nodes(queued: QueuedJobs, nodes: Nodes, count: int, **node: Any) -> list[str]:
+    """`nodes.add` with NODE_DISK of ephemeral storage on each (kwok keeps the
+    allocatable a Ready node's status says)."""
+    added = nodes.add(count, **node)
+    for name in added:
+        room = {"ephemeral-storage": NODE_DISK}
+        status, body = queued.plane.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}/status",
+            body={"status": {"allocatable": room, "capacity": room}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert status == 200, body
+    return added
 
 
 def _true(queued: QueuedJobs, name: str, kind: str) -> bool:
@@ -74,8 +97,8 @@ def _spec_managers(workload: dict[str, Any]) -> set[str]:
 def test_a_job_runs_once_kueue_admits_the_workload_tfjob_made(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
-    pool = nodes.add(2, cpu="2", labels={POOL_LABEL: "a"})
-    nodes.add(1, cpu="8")  # roomy, but not the flavour's
+    pool = _add_nodes(queued, nodes, 2, cpu="2", labels={POOL_LABEL: "a"})
+    _add_nodes(queued, nodes, 1, cpu="8")  # roomy, but not the flavour's
     flavor = queues.flavor("pool-a", nodeLabels={POOL_LABEL: "a"})
     queue = queues.queue(cpu="4", flavor=flavor)
     operators.start(EXTERNAL)
@@ -108,7 +131,7 @@ def test_a_job_runs_once_kueue_admits_the_workload_tfjob_made(
 def test_a_job_beyond_the_quota_waits_suspended_with_no_pod_until_the_first_ends(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
-    nodes.add(2, cpu="4")  # room for both: only Kueue's quota holds one back
+    _add_nodes(queued, nodes, 2, cpu="4")  # room for both: only Kueue's quota holds one back
     queue = queues.queue(cpu="4")
     operators.start(EXTERNAL)
 
@@ -139,7 +162,7 @@ def test_a_job_beyond_the_quota_waits_suspended_with_no_pod_until_the_first_ends
 def test_preemption_suspends_the_low_job_and_it_resumes_to_success(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
-    nodes.add(2, cpu="4")
+    _add_nodes(queued, nodes, 2, cpu="4")
     low = queues.priority_class("low", 100)
     high = queues.priority_class("high", 1000)
     queue = queues.queue(cpu="4", preemption={"withinClusterQueue": "LowerPriority"})
@@ -180,7 +203,7 @@ def test_a_waiting_job_resized_gets_its_workload_rewritten_and_admitted(
     """A job waiting for quota changes its replicas: tfjob rewrites its Workload's
     podSets (Kueue allows that while the Workload holds no quota) and Kueue admits
     the smaller job into the room left."""
-    nodes.add(2, cpu="4")
+    _add_nodes(queued, nodes, 2, cpu="4")
     queue = queues.queue(cpu="6")
     operators.start(EXTERNAL)
 
@@ -214,7 +237,7 @@ def test_a_running_job_resized_is_stopped_and_requeued_with_a_new_workload(
     """An admitted Workload's podSets are immutable (Kueue's webhook): a running job
     that changes its replicas no longer matches it, so tfjob stops the job, deletes
     that Workload and makes a new one, which Kueue admits."""
-    nodes.add(2, cpu="4")
+    _add_nodes(queued, nodes, 2, cpu="4")
     queue = queues.queue(cpu="4")
     operators.start(EXTERNAL)
 
@@ -237,3 +260,78 @@ def test_a_running_job_resized_is_stopped_and_requeued_with_a_new_workload(
     queued.end_pods("job")
     queued.wait_condition("job", "Succeeded")
     wait_for(lambda: _true(queued, "job", "Finished"), message="job's Workload Finished")
+
+
+@pytest.mark.parametrize("kind", ["MPIJob"])
+def test_an_mpijob_gets_its_launcher_objects_and_hostfile_only_once_admitted(
+    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+) -> None:
+    """An MPIJob's Workload has a launcher and a worker podSet, in Kueue's order. Its
+    launcher's ConfigMap (hostfile, discover_hosts.sh), ServiceAccount, Role and
+    RoleBinding are made only once Kueue admits it: a job waiting for quota holds
+    nothing, and the hostfile names the workers that will run."""
+    _add_nodes(queued, nodes, 2, cpu="4")
+    queue = queues.queue(cpu="4")
+    operators.start(EXTERNAL)
+
+    queued.create("first", 4, queue=queue, run_policy={"suspend": False})
+    queued.running_pods("first", 4)
+    queued.create("second", 3, queue=queue, run_policy={"suspend": False})
+    wait_for(lambda: queued.pending_for_quota("second"), message="Kueue to hold second")
+    workload = _owned_by_the_job(queued, "second")
+    assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [
+        ("launcher", 1),
+        ("worker", 2),
+    ]
+    assert queued.pods("second") == {}
+    assert _launcher_objects(queued, "second") == {}
+
+    queued.end_pods("first")
+    queued.wait_condition("first", "Succeeded")
+    wait_for(lambda: _true(queued, "second", "Admitted"), message="Kueue to admit second")
+    pods = queued.running_pods("second", 3)
+    assert {p["metadata"]["labels"]["kueue.x-k8s.io/podset"] for p in pods.values()} == {
+        "launcher",
+        "worker",
+    }
+    made = wait_for(
+        lambda: (found := _launcher_objects(queued, "second")) and len(found) == 4 and found,
+        message="second's launcher objects",
+    )
+    assert set(made) == {
+        "configmaps/second-config",
+        "serviceaccounts/second-launcher",
+        "roles/second-launcher",
+        "rolebindings/second-launcher",
+    }
+    data = made["configmaps/second-config"]["data"]
+    assert data["hostfile"] == "second-worker-0 slots=1\nsecond-worker-1 slots=1\n"
+    wait_for(
+        lambda: (
+            "second-worker-1:1"
+            in _launcher_objects(queued, "second")["configmaps/second-config"]["data"][
+                "discover_hosts.sh"
+            ]
+        ),
+        message="discover_hosts.sh to name the running workers",
+    )
+    queued.end_pods("second")
+    queued.wait_condition("second", "Succeeded")
+
+
+def _launcher_objects(queued: QueuedJobs, name: str) -> dict[str, dict[str, Any]]:
+    """The MPIJob's own objects besides pods, by resource/name (only those there)."""
+    found = {}
+    for api, resource, suffix in (
+        ("/api/v1", "configmaps", "config"),
+        ("/api/v1", "serviceaccounts", "launcher"),
+        ("/apis/rbac.authorization.k8s.io/v1", "roles", "launcher"),
+        ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "launcher"),
+    ):
+        path = f"{api}/namespaces/{queued.namespace}/{resource}/{name}-{suffix}"
+        status, body = queued.plane.request("GET", path)
+        if status == 200:
+            found[f"{resource}/{name}-{suffix}"] = body
+        else:
+            assert status == 404, body
+    return found
