@@ -335,3 +335,53 @@ def _launcher_objects(queued: QueuedJobs, name: str) -> dict[str, dict[str, Any]
         else:
             assert status == 404, body
     return found
+
+
+SPOT_TAINT = "tfjob.test/spot"
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob"])
+def test_the_flavours_taint_tolerations_and_labels_place_the_pods_and_go_on_eviction(
+    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+) -> None:
+    """The flavour's nodes are tainted: only pods with its toleration fit there, and
+    only its node selector keeps them off the roomy plain node. tfjob puts both in the
+    pods it makes, never in the stored job: once preempted the job holds neither, and
+    its pods made again on re-admission carry them once."""
+    taint = {"key": SPOT_TAINT, "value": "true", "effect": "NoSchedule"}
+    spot = _add_nodes(queued, nodes, 2, cpu="2", labels={POOL_LABEL: "spot"}, taints=[taint])
+    _add_nodes(queued, nodes, 1, cpu="8")
+    toleration = {"key": SPOT_TAINT, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    flavor = queues.flavor("spot", nodeLabels={POOL_LABEL: "spot"}, tolerations=[toleration])
+    low = queues.priority_class("low", 100)
+    high = queues.priority_class("high", 1000)
+    queue = queues.queue(cpu="4", flavor=flavor, preemption={"withinClusterQueue": "LowerPriority"})
+    operators.start(EXTERNAL)
+
+    def placed(name: str) -> None:
+        for pod_name, pod in queued.running_pods(name, 4).items():
+            assert pod["spec"]["nodeSelector"] == {POOL_LABEL: "spot"}, pod_name
+            assert pod["spec"]["tolerations"].count(toleration) == 1, pod_name
+            assert pod["spec"]["nodeName"] in spot, pod_name
+
+    def templates(name: str) -> list[dict[str, Any]]:
+        specs = queued.get(name)["spec"][queued.framework.spec_field]
+        return [spec["template"]["spec"] for spec in specs.values()]
+
+    queued.create("low", 4, queue=queue, priority=low, run_policy={"suspend": False})
+    written = templates("low")
+    placed("low")
+    assert templates("low") == written
+    assert not any("nodeSelector" in t or "tolerations" in t for t in written), written
+
+    queued.create("high", 4, queue=queue, priority=high, run_for="2s")
+    wait_for(lambda: queued.suspended("low"), timeout=20, message="tfjob to suspend low")
+    wait_for(lambda: queued.pods("low") == {}, timeout=10, message="low's pods deleted")
+    assert templates("low") == written
+    placed("high")
+    queued.wait_condition("high", "Succeeded")
+    wait_for(lambda: not queued.suspended("low"), timeout=30, message="low re-admitted")
+    placed("low")
+    assert templates("low") == written
+    queued.end_pods("low")
+    queued.wait_condition("low", "Succeeded")
