@@ -385,3 +385,60 @@ def test_the_flavours_taint_tolerations_and_labels_place_the_pods_and_go_on_evic
     assert templates("low") == written
     queued.end_pods("low")
     queued.wait_condition("low", "Succeeded")
+
+
+V1BETA1 = "/apis/kueue.x-k8s.io/v1beta1"
+
+
+def _create_pod_priority_class(queues: Queues, stem: str, value: int) -> str:
+    """A scheduling.k8s.io PriorityClass (cluster-scoped: named uniquely, deleted
+    after the test)."""
+    name = queues.unique(stem)
+    queues.create(
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": name}, "value": value},
+    )  # fmt: skip
+    return name
+
+
+@pytest.mark.parametrize("kind", ["TFJob"])
+def test_the_workload_priority_comes_from_the_label_else_the_pods_priority_class(
+    queued: QueuedJobs, queues: Queues, operators: Operators
+) -> None:
+    """As Kueue's jobframework resolves it: the WorkloadPriorityClass of the job's
+    kueue.x-k8s.io/priority-class label wins; without the label, the PriorityClass a
+    replica template names; with neither (and no globalDefault class), priority 0
+    and no class. v1beta1's view of the same Workload names the class and its source."""
+    labelled = queues.priority_class("wpc", 300)
+    pod_class = _create_pod_priority_class(queues, "pc", 700)
+    queue = queues.queue(cpu="1")  # holds nothing: no node runs the pods either
+    operators.start(EXTERNAL)
+
+    def with_pod_class(name: str, priority: str | None) -> dict[str, Any]:
+        manifest = queued.manifest(name, 1, queue=queue, priority=priority)
+        for spec in manifest["spec"][queued.framework.spec_field].values():
+            spec["template"]["spec"]["priorityClassName"] = pod_class
+        return manifest
+
+    queued.submit(with_pod_class("both", labelled))
+    queued.submit(with_pod_class("pods", None))
+    queued.create("none", 1, queue=queue)
+    wanted = {
+        "both": (300, {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                       "name": labelled},
+                 (labelled, "kueue.x-k8s.io/workloadpriorityclass")),
+        "pods": (700, {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": pod_class},
+                 (pod_class, "scheduling.k8s.io/priorityclass")),
+        "none": (0, None, (None, None)),
+    }  # fmt: skip
+    for name, (value, ref, (class_name, source)) in wanted.items():
+        workload = _owned_by_the_job(queued, name)
+        assert workload["spec"]["priority"] == value, name
+        assert workload["spec"].get("priorityClassRef") == ref, name
+        path = f"{V1BETA1}/namespaces/{queued.namespace}/workloads/{workload['metadata']['name']}"
+        status, old = queued.plane.request("GET", path)
+        assert status == 200, old
+        assert old["spec"]["priority"] == value, name
+        assert old["spec"].get("priorityClassName") == class_name, name
+        assert old["spec"].get("priorityClassSource", "") == (source or ""), name
