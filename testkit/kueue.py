@@ -99,6 +99,9 @@ class Kueue:
     """Kueue's manager on a running ``ControlPlane``, managing the kubeflow.org ``kinds``
     (names of tfjob's frameworks: "TFJob", "PyTorchJob", ...).
 
+    `wait_for_pods_ready`: Kueue's ``waitForPodsReady`` configuration, when not its
+    default (30 min before an admitted job whose pods are not ready is evicted).
+
     ``start()`` installs the CRDs, starts the manager, waits until it is ready, then
     installs the webhook configurations and waits until they answer; ``stop()``
     removes the webhook configurations (so no later request waits on a stopped
@@ -113,6 +116,7 @@ class Kueue:
         kinds: tuple[str, ...],
         *,
         external: bool = False,
+        wait_for_pods_ready: dict[str, Any] | None = None,
         start_timeout: float = 90.0,
     ) -> None:
         self.plane = plane
@@ -120,6 +124,7 @@ class Kueue:
         self.binary = binary
         self.kinds = kinds
         self.external = external
+        self.wait_for_pods_ready = wait_for_pods_ready
         self.plurals = tuple(FRAMEWORKS[kind].plural for kind in kinds)
         self.start_timeout = start_timeout
         self.config_dir = config_dir_of(binary)
@@ -277,6 +282,8 @@ class Kueue:
             "integrations": self._integrations(),
             "featureGates": {"VisibilityOnDemand": False},
         }
+        if self.wait_for_pods_ready is not None:
+            config["waitForPodsReady"] = self.wait_for_pods_ready
         path = self.folder / "config.yaml"
         path.write_text(yaml.safe_dump(config))
         return path

@@ -5,7 +5,8 @@
   Workloads, ``--kueue-integration=external``) when the file sets
   ``KUEUE_EXTERNAL = True``; the file's ``KUEUE_KINDS`` instead, when it sets them
   (MPIJob v1 only as an external framework: Kueue's own MPIJob integration is
-  v2beta1's). Module-scoped so that its webhooks, which the API
+  v2beta1's); with the file's ``KUEUE_WAIT_FOR_PODS_READY`` as Kueue's
+  ``waitForPodsReady``, when it sets one. Module-scoped so that its webhooks, which the API
   server calls for every job of those kinds, are gone before the session's other
   tests run (a restart costs ~3 s). Skips (fails under ``CI=true``) when it cannot
   be had, like the cluster.
@@ -87,9 +88,12 @@ def kueue(
     for kind in kinds:
         request.getfixturevalue(CRD_FIXTURES[kind])
     external = bool(getattr(request.module, "KUEUE_EXTERNAL", False))
+    pods_ready = getattr(request.module, "KUEUE_WAIT_FOR_PODS_READY", None)
     try:
         binary = control_plane.assets.tool("kueue")
-        started = Kueue(control_plane, kube, binary, kinds, external=external).start()
+        started = Kueue(
+            control_plane, kube, binary, kinds, external=external, wait_for_pods_ready=pods_ready
+        ).start()
     except ControlPlaneUnavailable as exc:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"no Kueue: {exc}", pytrace=False)
