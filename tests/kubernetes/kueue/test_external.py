@@ -11,13 +11,14 @@ ones; kwok nodes and the real kube-scheduler run the pods.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from testkit.cluster import Nodes
 from testkit.helpers import wait_for
-from testkit.kueue import KUEUE_API, QueuedJobs, Queues, workload_condition
+from testkit.kueue import GANG_API, KUEUE_API, QueuedJobs, Queues, workload_condition
 from testkit.operators import Operators
 
 #: The conftest's ``kueue`` fixture: the kinds as Kueue's external frameworks.
@@ -442,3 +443,76 @@ def test_the_workload_priority_comes_from_the_label_else_the_pods_priority_class
         assert old["spec"]["priority"] == value, name
         assert old["spec"].get("priorityClassName") == class_name, name
         assert old["spec"].get("priorityClassSource", "") == (source or ""), name
+
+
+GANG = ("--gang-scheduler-name", "default-scheduler")
+
+
+def _gang_sizes(queued: QueuedJobs, name: str) -> list[int]:
+    """The minCount of the job's native gang Workload and PodGroup, in that order."""
+    sizes = []
+    for resource in ("workloads", "podgroups"):
+        status, body = queued.plane.request(
+            "GET", f"{GANG_API}/namespaces/{queued.namespace}/{resource}/{name}"
+        )
+        assert status == 200, body
+        spec = body["spec"]
+        policy = spec["podGroupTemplates"][0] if resource == "workloads" else spec
+        sizes.append(policy["schedulingPolicy"]["gang"]["minCount"])
+    return sizes
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob"])
+def test_gang_groups_come_on_admission_with_the_admitted_sizes_and_place_whole(
+    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+) -> None:
+    """With the operator's native gang scheduling: a job waiting for quota has no gang
+    group (nor pods). An elastic job Kueue admits in part (2 of its 3 Workers) gets a
+    group of the admitted size, and the scheduler places that gang whole or not at
+    all: the nodes have room for 5 pods, the first job holds 4, so none of the second
+    job's pods is bound until the first ends."""
+    _add_nodes(queued, nodes, 1, cpu="4")
+    _add_nodes(queued, nodes, 1, cpu="1")
+    queue = queues.queue(cpu="6")
+    operators.start(EXTERNAL, *GANG)
+
+    queued.create("one", 4, queue=queue, run_policy={"suspend": False})
+    queued.running_pods("one", 4)
+    assert _gang_sizes(queued, "one") == [4, 4]
+
+    waiting = queued.manifest("waiting", 4, queue=queue, run_policy={"suspend": False})
+    queued.submit(waiting)
+    wait_for(lambda: queued.pending_for_quota("waiting"), message="Kueue to hold waiting")
+    assert queued.gang_groups("waiting") == []
+    assert queued.pods("waiting") == {}
+    status, body = queued.plane.request("DELETE", f"{queued.path}/waiting")
+    assert status == 200, body
+
+    elastic = queued.manifest("elastic", 3, queue=queue, run_policy={"suspend": False})
+    specs = elastic["spec"]["pytorchReplicaSpecs"]
+    specs.pop("Master")
+    specs["Worker"]["replicas"] = 3
+    elastic["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
+    queued.submit(elastic)
+    wait_for(lambda: _true(queued, "elastic", "Admitted"), message="Kueue to admit elastic")
+    admission = queued.workload("elastic")["status"]["admission"]  # type: ignore[index]
+    assert [ps["count"] for ps in admission["podSetAssignments"]] == [2], admission
+    wait_for(lambda: queued.gang_groups("elastic"), message="elastic's gang groups")
+    assert _gang_sizes(queued, "elastic") == [2, 2]
+    wait_for(lambda: len(queued.pods("elastic")) == 2, message="elastic's 2 pods")
+
+    def bound(job: str) -> int:
+        return sum(1 for p in queued.pods(job).values() if p["spec"].get("nodeName"))
+
+    # One CPU is free: room for one of elastic's pods, not its gang.
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert bound("elastic") == 0, "part of elastic's gang was bound"
+        time.sleep(0.2)
+    queued.end_pods("one")
+    queued.wait_condition("one", "Succeeded")
+    pods = queued.running_pods("elastic", 2)
+    for pod in pods.values():
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": "elastic"}
+    queued.end_pods("elastic")
+    queued.wait_condition("elastic", "Succeeded")
