@@ -516,3 +516,32 @@ def test_gang_groups_come_on_admission_with_the_admitted_sizes_and_place_whole(
         assert pod["spec"]["schedulingGroup"] == {"podGroupName": "elastic"}
     queued.end_pods("elastic")
     queued.wait_condition("elastic", "Succeeded")
+
+
+@pytest.mark.parametrize("kind", ["TFJob"])
+def test_a_job_managed_by_another_controller_gets_no_workload_from_tfjob(
+    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+) -> None:
+    """A queued job whose runPolicy.managedBy names MultiKueue is not tfjob's: no
+    Workload (MultiKueue's manager would have Kueue's made), no pods, no status. One
+    that names tfjob's own value (kubeflow.org/training-operator) is queued as usual;
+    once it runs, the operator has long seen the other (it watches in order)."""
+    _add_nodes(queued, nodes, 1, cpu="4")
+    queue = queues.queue(cpu="4")
+    operators.start(EXTERNAL)
+
+    elsewhere = {"managedBy": "kueue.x-k8s.io/multikueue", "suspend": False}
+    queued.create("elsewhere", 2, queue=queue, run_policy=elsewhere)
+    ours = {"managedBy": "kubeflow.org/training-operator", "suspend": False}
+    queued.create("ours", 2, queue=queue, run_policy=ours)
+    _owned_by_the_job(queued, "ours")
+    queued.running_pods("ours", 2)
+    queued.wait_condition("ours", "Running")
+    time.sleep(1)  # and a margin for a late write
+    assert _workloads(queued, "elsewhere") == []
+    assert queued.pods("elsewhere") == {}
+    stored = queued.get("elsewhere")
+    assert stored["spec"]["runPolicy"]["suspend"] is False
+    assert not (stored.get("status") or {}).get("conditions"), stored.get("status")
+    queued.end_pods("ours")
+    queued.wait_condition("ours", "Succeeded")
