@@ -251,6 +251,35 @@ def test_queue_is_immutable(kube: Client, crd_installed: Any, namespace: str) ->
     assert updated["spec"]["runPolicy"]["backoffLimit"] == 5
 
 
+def test_spec_managed_by_is_kept_and_immutable(
+    kube: Client, crd_installed: Any, namespace: str
+) -> None:
+    """spec.managedBy (tfjob's extension, where Kueue's MultiKueue reads it) is
+    stored, not pruned; once a job exists it can be neither changed, removed nor
+    added, so a job cannot slip between controllers; and it has a label's length."""
+    mk = "kueue.x-k8s.io/multikueue"
+    stored = create(crd_installed, kube, namespace, tfjob("handed", managedBy=mk))
+    assert stored["spec"]["managedBy"] == mk
+    create(crd_installed, kube, namespace, tfjob("plain"))
+    for name, spec in (
+        ("handed", {"managedBy": "example.com/other"}),
+        ("handed", {"managedBy": None}),
+        ("plain", {"managedBy": mk}),
+    ):
+        with pytest.raises(ApiError) as refused:
+            kube.patch(
+                crd_installed,
+                name,
+                {"spec": spec},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        assert refused.value.status.code == 422, (name, spec)
+        assert "spec.managedBy is immutable" in refused.value.status.message, (name, spec)
+    too_long = tfjob("long", managedBy="example.com/" + "x" * 60)
+    assert "spec.managedBy" in rejection(crd_installed, kube, namespace, too_long)
+
+
 def test_template_round_trips_and_unknown_fields_are_pruned(
     kube: Client, crd_installed: Any, namespace: str
 ) -> None:

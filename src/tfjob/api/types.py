@@ -60,6 +60,10 @@ class JobSpec(Wire):
     `tfReplicaSpecs`) and its own fields, and names that field `REPLICA_SPECS`."""
 
     run_policy: RunPolicy = msgspec.field(default_factory=RunPolicy)
+    # tfjob extension: the controller that reconciles the job, at the place Kueue's
+    # MultiKueue reads it for an external framework (`spec.managedBy`, Kueue v0.19.0
+    # multikueue/externalframeworks adapter.go); core/reconcile.py says what it means.
+    managed_by: str | None = None
 
     #: The Python name of the kind's replica-specs field.
     REPLICA_SPECS: ClassVar[str] = ""
