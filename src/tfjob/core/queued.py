@@ -19,6 +19,12 @@ takes it, from the decisions of `core/queueing`:
    replica type with the count Kueue admitted, its template with the flavors' node
    labels and tolerations and the labels and annotations Kueue's pods carry.
 
+A MultiKueue worker's copy of a job names a prebuilt Workload (made by the manager's
+MultiKueue): step 1 then takes that one (`sync_prebuilt`) and makes or deletes none;
+the job waits while it is not there. On the manager, a job with `spec.managedBy`
+kueue.x-k8s.io/multikueue (`dispatched`) has the whole pass, but nothing else of a
+reconcile: it runs on the worker.
+
 The job's `runPolicy.suspend` is the gate Kueue's webhook and job reconciler keep: the
 plan sets it where Kueue would (`SetSuspend`), and the pass already treats the job as
 suspended (no pods, services or gang groups; Suspended) or running. Where Kueue
@@ -63,18 +69,21 @@ from tfjob.core.queueing import (
     finished_condition,
     inject,
     orphan_condition,
+    out_of_sync_condition,
     pod_set_info,
     pods_ready_condition,
+    prebuilt_workload_name,
     queue_name,
     quota_release,
     releases_finalizer,
     set_condition,
     stop,
+    sync_prebuilt,
     sync_workloads,
     wanted_priority_class,
 )
 from tfjob.core.queueing.lifecycle import finished
-from tfjob.core.queueing.names import FINALIZER, GROUP
+from tfjob.core.queueing.names import FINALIZER, GROUP, MULTIKUEUE
 from tfjob.core.queueing.placement import is_true
 from tfjob.core.settings import Settings
 
@@ -88,6 +97,8 @@ WORKLOAD: Final = GroupKind(GROUP, "v1beta2", "Workload", "workloads")
 FLAVOR_RECHECK_SECONDS: Final = 1.0
 #: While the job's priority class is not found, look again this often.
 PRIORITY_RECHECK_SECONDS: Final = 10.0
+#: While the prebuilt Workload a job names is not observed, look again this often.
+PREBUILT_RECHECK_SECONDS: Final = 1.0
 
 
 class PriorityNotFound(NamedTuple):
@@ -101,6 +112,16 @@ def queued_here(job: Job, settings: Settings) -> bool:
     """Whether tfjob keeps the job's Workload: the operator runs with
     `--kueue-integration=external` and the job names a LocalQueue."""
     return settings.kueue_integration == "external" and queue_name(job) is not None
+
+
+def dispatched(job: Job, settings: Settings) -> bool:
+    """Whether the job is a MultiKueue job on the manager cluster: queued by tfjob
+    and with `spec.managedBy` kueue.x-k8s.io/multikueue. Its Workload is made and
+    kept as any queued job's, so that Kueue's MultiKueue admission check can
+    dispatch it, and it is suspended and started as admitted; but it runs on a
+    worker cluster, whose status Kueue copies onto it: here it gets no pods,
+    services or gang groups, and no status of tfjob's (core/reconcile.py)."""
+    return queued_here(job, settings) and job.spec.managed_by == MULTIKUEUE
 
 
 def priority_to_resolve(job: Job, settings: Settings) -> PriorityClass | None:
@@ -168,6 +189,7 @@ class _Queued:
         self.flavors = flavors
         self.priority = priority
         uid = stored.metadata.uid
+        self.observed = [w.document for w in workloads]
         self.owned = [w.document for w in workloads if w.metadata.controller_uid() == uid]
         self.suspended = bool(stored.spec.run_policy.suspend)
         # Pods that hold resources: any not yet ended, terminating or not.
@@ -202,6 +224,9 @@ class _Queued:
         missing, priority = None, self.priority
         if isinstance(priority, PriorityNotFound):
             missing, priority = priority, None
+        prebuilt = prebuilt_workload_name(self.stored)
+        if prebuilt is not None:
+            return self._prebuilt(prebuilt, priority)
         try:
             sync = sync_workloads(
                 self.stored,
@@ -234,6 +259,39 @@ class _Queued:
             self.actions.append(CreateGroup(kind=WORKLOAD, manifest=sync.create))
             message = f"Created Workload: {self._key(sync.create)}"
             self.state.event("Normal", "CreatedWorkload", message)
+        return sync.match, sync.stop
+
+    def _prebuilt(
+        self, name: str, priority: Priority | None
+    ) -> tuple[dict[str, Any] | None, Stop | None]:
+        """The prebuilt Workload `name` (a MultiKueue worker's copy of a job), taken
+        and checked (`sync_prebuilt`); none is ever made. Until it exists the job
+        waits, looking again on its own: an unowned Workload's creation queues no
+        job."""
+        found = next((w for w in self.observed if _name(w) == name), None)
+        if found is None:
+            self.state.requeue_at(self.state.now + timedelta(seconds=PREBUILT_RECHECK_SECONDS))
+            running = not self.suspended and finished(self.stored) is None
+            return None, Stop("NoMatchingWorkload", "missing workload") if running else None
+        try:
+            sync = sync_prebuilt(
+                self.stored,
+                found,
+                suspended=self.suspended,
+                priority=priority,
+                flavors=self.flavors,
+            )
+        except WorkloadError as error:  # a template Kueue cannot read
+            self.state.event("Warning", "ErrWorkloadCompose", str(error))
+            return None, None
+        if sync.update is not None:
+            self._write(UpdateGroup(kind=WORKLOAD, manifest=sync.update))
+        if sync.out_of_sync is not None:
+            stale = sync.out_of_sync
+            status = _with_condition(stale, out_of_sync_condition(stale), self.state)
+            if self._write_status(stale, status):
+                message = f"Workload '{self._key(stale)}' is declared finished"
+                self.state.event("Normal", "FinishedWorkload", message)
         return sync.match, sync.stop
 
     def _observed(self, name: str) -> dict[str, Any]:

@@ -75,9 +75,11 @@ def reconcile(
     (core/queued.py): `workloads` are its Kueue Workloads (kueue.x-k8s.io, with their
     status), filtered by owner the same way; `flavors` the ResourceFlavors by name;
     `priority` the class `queued.priority_to_resolve` named, as resolved. Otherwise
-    they are not read.
+    they are not read. A job whose `spec.managedBy` is kueue.x-k8s.io/multikueue in
+    that mode gets only its queued pass (`queued.dispatched`); with any other
+    controller named there, or in `runPolicy.managedBy`, nothing at all.
     """
-    if _managed_elsewhere(job):
+    if _managed_elsewhere(job, settings):
         return Plan(status=job.status)
     framework = framework_of(job)
     errors = framework.validate(job, require_image=settings.require_image)
@@ -91,6 +93,15 @@ def reconcile(
     # A queued job's Workload writes and suspend come first; `state.job` is then the
     # job as Kueue would have it (suspended, or running as admitted).
     queue_actions = queued.begin(state, job, workloads, flavors, priority)
+    if queued.dispatched(job, settings):
+        # A MultiKueue job on the manager: its Workload and suspend are all there is
+        # to do here; it runs on a worker, whose status Kueue copies onto it.
+        return Plan(
+            actions=queue_actions,
+            events=state.events,
+            status=job.status,
+            requeue_after=state.requeue_after,
+        )
     _ensure_created(state)
     if conditions.is_finished(state.status):
         _finish(state)
@@ -102,9 +113,20 @@ def reconcile(
     return state.plan(original=job.status)
 
 
-def _managed_elsewhere(job: Job) -> bool:
+def _managed_elsewhere(job: Job, settings: Settings) -> bool:
+    """Whether another controller reconciles the job, so it is left alone entirely
+    (no write, no event): `runPolicy.managedBy` names another (Kueue's MultiKueue
+    in builtin mode, whose webhook sets it), or so does tfjob's `spec.managedBy`,
+    unless it hands the job to MultiKueue with tfjob keeping its Workload
+    (`queued.dispatched`: external mode, a queue named). Unset, empty or this
+    operator's name: ours."""
     managed_by = job.spec.run_policy.managed_by
-    return managed_by is not None and managed_by != c.MANAGED_BY_OPERATOR
+    if managed_by is not None and managed_by != c.MANAGED_BY_OPERATOR:
+        return True
+    spec_managed_by = job.spec.managed_by or c.MANAGED_BY_OPERATOR
+    if spec_managed_by == c.MANAGED_BY_OPERATOR:
+        return False
+    return not queued.dispatched(job, settings)
 
 
 def _owned(job: Job, objects: Sequence[_Obj]) -> list[_Obj]:

@@ -22,6 +22,13 @@ reads and writes them. One pass, in Kueue's order, for a job that names a queue
    updates, the admitted count) and `inject` puts it in a pod template
    (`failed_to_start` when it cannot).
 
+A job that names a prebuilt Workload (`prebuilt_workload_name`: a MultiKueue worker's
+copy of a job, whose Workload the manager's MultiKueue made) uses that one instead
+(`sync_prebuilt`): taken as its own, never made nor deleted, finished OutOfSync
+(`out_of_sync_condition`) when it no longer describes the job. A job with
+`spec.managedBy` `MULTIKUEUE` is dispatched to a worker by Kueue: its Workload is made
+and kept as any other (core/queued.py says what else it gets).
+
 Kueue v0.19.0 has no ReclaimablePods for kubeflow kinds (quota held by a finished
 replica is kept until the job ends), so neither does this package.
 """
@@ -32,6 +39,7 @@ from tfjob.core.queueing.lifecycle import (
     failed_to_start,
     finished_condition,
     orphan_condition,
+    out_of_sync_condition,
     pods_ready_condition,
     quota_release,
     releases_finalizer,
@@ -41,12 +49,16 @@ from tfjob.core.queueing.lifecycle import (
 from tfjob.core.queueing.matching import (
     WorkloadSync,
     priority_outdated,
+    sync_prebuilt,
     sync_workloads,
     workload_matches,
 )
 from tfjob.core.queueing.names import (
     API_VERSION,
+    MULTIKUEUE,
+    PREBUILT_WORKLOAD_KEY,
     QUEUE_LABEL,
+    prebuilt_workload_name,
     queue_name,
     workload_name,
     workload_name_for,
@@ -74,7 +86,9 @@ from tfjob.core.queueing.workload import (
 
 __all__ = [
     "API_VERSION",
+    "MULTIKUEUE",
     "POD_PRIORITY_CLASS",
+    "PREBUILT_WORKLOAD_KEY",
     "QUEUE_LABEL",
     "WORKLOAD_PRIORITY_CLASS",
     "Admission",
@@ -93,15 +107,18 @@ __all__ = [
     "finished_condition",
     "inject",
     "orphan_condition",
+    "out_of_sync_condition",
     "pod_set_info",
     "pod_sets",
     "pods_ready_condition",
+    "prebuilt_workload_name",
     "priority_outdated",
     "queue_name",
     "quota_release",
     "releases_finalizer",
     "set_condition",
     "stop",
+    "sync_prebuilt",
     "sync_workloads",
     "wanted_priority_class",
     "workload_manifest",

@@ -24,6 +24,7 @@ _MAX_MESSAGE: Final = 32 * 1024
 _NOT_READY: Final = "Not all pods are ready or succeeded"
 _RECOVERING: Final = "At least one pod has failed, waiting for recovery"
 _READY: Final = "All pods reached readiness and the workload is running"
+_OUT_OF_SYNC: Final = "The prebuilt workload is out of sync with its user job"
 #: The evictions after which Kueue requeues the Workload at once (Requeued=True).
 _REQUEUED_AT_ONCE: Final = ("Preempted", "NodeFailures")
 
@@ -88,6 +89,16 @@ def failed_to_start(workload: Mapping[str, Any], error: Exception) -> dict[str, 
     applied to the job (a conflicting WorkloadError from `inject`): Kueue gives
     up on it (reason FailedToStart) rather than retry for ever."""
     return _condition(workload, "Finished", "True", "FailedToStart", str(error))
+
+
+def out_of_sync_condition(workload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Finished condition of a prebuilt Workload that does not describe its job
+    (reason OutOfSync, jobframework ensurePrebuiltWorkloadInSync), None when it is
+    already finished. A MultiKueue manager reads a worker's OutOfSync finish as a
+    failed dispatch and dispatches the job again, rather than finishing it."""
+    if is_true(workload, "Finished"):
+        return None
+    return _condition(workload, "Finished", "True", "OutOfSync", _OUT_OF_SYNC)
 
 
 def orphan_condition(workload: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -18,10 +18,17 @@ from typing import Any
 
 import msgspec
 
+from tfjob.api.owners import owner_reference
 from tfjob.api.types import Job
 from tfjob.core.gang import parse_quantity
 from tfjob.core.queueing.lifecycle import Stop, finished
-from tfjob.core.queueing.names import PRIORITY_CLASS_LABEL, max_execution_seconds, queue_name
+from tfjob.core.queueing.names import (
+    JOB_UID_LABEL,
+    PRIORITY_CLASS_LABEL,
+    is_label_value,
+    max_execution_seconds,
+    queue_name,
+)
 from tfjob.core.queueing.placement import (
     FlavorNotFound,
     inject,
@@ -36,6 +43,7 @@ from tfjob.core.queueing.workload import (
     priority_fields,
     workload_manifest,
 )
+from tfjob.frameworks.registry import framework_of
 
 
 class WorkloadSync(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +55,8 @@ class WorkloadSync(msgspec.Struct, frozen=True, kw_only=True):
     # Names of Workloads that no longer describe it (finalizer off, then delete).
     delete: tuple[str, ...] = ()
     stop: Stop | None = None  # the job runs without a matching Workload: suspend it
+    # A prebuilt Workload that does not describe the job: finish it (OutOfSync).
+    out_of_sync: dict[str, Any] | None = None
 
 
 def sync_workloads(
@@ -86,6 +96,45 @@ def sync_workloads(
         job, priority=priority, label_keys_to_copy=label_keys_to_copy, short_name=short_name
     )
     return WorkloadSync(create=create, stop=stop)
+
+
+def sync_prebuilt(
+    job: Job,
+    workload: Mapping[str, Any],
+    *,
+    suspended: bool,
+    priority: Priority | None,
+    flavors: Mapping[str, Mapping[str, Any]] | None = None,
+) -> WorkloadSync:
+    """The pass's decision for a job that names a prebuilt Workload (`workload`, as
+    observed; a MultiKueue worker's copy of a job), as Kueue's jobframework decides
+    it (ensureOneWorkload): the job never makes nor deletes a Workload, it uses this
+    one. Not yet controlled by the job: the job takes it (`update`: the job as its
+    controller owner, and the job-uid label, EnsurePrebuiltWorkloadOwnership), since
+    then its changes queue the job and it goes with the job. Controlled by another
+    object: as if there were none. Not describing the job: `out_of_sync`, to be
+    finished (OutOfSync), and the job has no Workload."""
+    stop = None if suspended or finished(job) else Stop("NoMatchingWorkload", "missing workload")
+    owner = _controller(workload)
+    if owner is not None and owner.get("uid") != job.metadata.uid:
+        return WorkloadSync(stop=stop)
+    adopted = _adopted(workload, job) if owner is None else None
+    current = adopted or dict(workload)
+    if not workload_matches(current, job, flavors):
+        return WorkloadSync(update=adopted, out_of_sync=current, stop=stop)
+    update = _retargeted(current, job, suspended, priority) or adopted
+    return WorkloadSync(match=current, update=update)
+
+
+def _adopted(workload: Mapping[str, Any], job: Job) -> dict[str, Any]:
+    """The Workload with the job as its controller owner and the job-uid label (when
+    the UID can be a label's value), as Kueue takes a prebuilt Workload."""
+    meta = dict(workload.get("metadata") or {})
+    refs = list(meta.get("ownerReferences") or [])
+    meta["ownerReferences"] = [*refs, owner_reference(job, framework_of(job))]
+    if is_label_value(job.metadata.uid):
+        meta["labels"] = {**(meta.get("labels") or {}), JOB_UID_LABEL: job.metadata.uid}
+    return {**workload, "metadata": meta}
 
 
 def _names(workloads: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:

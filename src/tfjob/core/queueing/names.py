@@ -38,6 +38,16 @@ CLUSTER_QUEUE_LABEL: Final = "kueue.x-k8s.io/cluster-queue-name"
 #: finds the pods' placement by).
 WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
 
+#: On a MultiKueue worker's copy of a job: the name of the Workload made for it
+#: beforehand (by the manager's MultiKueue), which the job must use rather than make
+#: one. Kueue reads the annotation first, then a label of the same key
+#: (jobframework PrebuiltWorkloadNameFor, with WorkloadIdentifierAnnotations on,
+#: the default since v0.18).
+PREBUILT_WORKLOAD_KEY: Final = "kueue.x-k8s.io/prebuilt-workload-name"
+#: The spec.managedBy that hands a job to Kueue's MultiKueue, which then dispatches
+#: it to a worker cluster (kueue.MultiKueueControllerName).
+MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
+
 #: The Workload API: v1beta2 is what v0.19 stores (its storage version) and serves.
 GROUP: Final = "kueue.x-k8s.io"
 API_VERSION: Final = f"{GROUP}/v1beta2"
@@ -58,6 +68,18 @@ def queue_name(job: Job) -> str | None:
     """The LocalQueue the job names, None when it names none (Kueue then leaves the
     job alone, unless Kueue's manageJobsWithoutQueueName says otherwise)."""
     return job.metadata.labels.get(QUEUE_LABEL) or None
+
+
+def prebuilt_workload_name(job: Job) -> str | None:
+    """The Workload made for the job beforehand (a MultiKueue worker's copy names
+    the one the manager's MultiKueue made), None when it names none: the job's
+    Workload is then its own to make."""
+    meta = job.metadata
+    return (
+        meta.annotations.get(PREBUILT_WORKLOAD_KEY)
+        or meta.labels.get(PREBUILT_WORKLOAD_KEY)
+        or None
+    )
 
 
 def workload_name(job: Job, *, short: bool = False) -> str:
