@@ -31,7 +31,9 @@ from typing import Any
 
 from tfjob.api.kinds import KindDeclaration
 from tfjob.api.observed import OwnedObject, Pod, Service
-from tfjob.runtimes.kubernetes.cache.informer import Informer, is_newer
+from tfjob.api.types import Job
+from tfjob.core.queueing import prebuilt_workload_name
+from tfjob.runtimes.kubernetes.cache.informer import Informer, is_newer, object_key
 from tfjob.runtimes.kubernetes.cache.shared import OWNER_INDEX, SharedInformers, owner_key
 from tfjob.runtimes.kubernetes.transport.decode import CachedJob
 from tfjob.runtimes.kubernetes.transport.resources import (
@@ -131,8 +133,20 @@ class JobCaches:
             self.services.by_index(OWNER_INDEX, owner),
             [obj for informer in self.owned for obj in informer.by_index(OWNER_INDEX, owner)],
             [g.document for informer in self.groups for g in informer.by_index(OWNER_INDEX, owner)],
-            self.workloads_of(key),
+            self._workloads_for(job, key),
         )
+
+    def _workloads_for(self, job: CachedJob, key: str) -> list[OwnedObject]:
+        """The Workloads the job controls and, for a MultiKueue worker's copy of a
+        job, the prebuilt one it names, found by name: made by the manager's
+        MultiKueue with no owner, it is in no owner index until the job takes it."""
+        found = self.workloads_of(key)
+        name = prebuilt_workload_name(job) if isinstance(job, Job) else None
+        if name is None or any(w.metadata.name == name for w in found):
+            return found
+        wanted = object_key(job.metadata.namespace, name)
+        named = [w for informer in self._workloads if (w := informer.get(wanted)) is not None]
+        return found + named
 
     def workloads_of(self, key: str) -> list[OwnedObject]:
         """The Workloads the job `key` controls, or controlled: indexed by their
