@@ -117,6 +117,7 @@ class Kueue:
         *,
         external: bool = False,
         wait_for_pods_ready: dict[str, Any] | None = None,
+        multikueue: bool = False,
         start_timeout: float = 90.0,
     ) -> None:
         self.plane = plane
@@ -125,6 +126,7 @@ class Kueue:
         self.kinds = kinds
         self.external = external
         self.wait_for_pods_ready = wait_for_pods_ready
+        self.multikueue = multikueue
         self.plurals = tuple(FRAMEWORKS[kind].plural for kind in kinds)
         self.start_timeout = start_timeout
         self.config_dir = config_dir_of(binary)
@@ -164,6 +166,15 @@ class Kueue:
         if not self.external:
             return []
         return [f"{kind}.v1.{FRAMEWORKS[kind].group}" for kind in self.kinds]
+
+    @property
+    def multikueue_frameworks(self) -> list[dict[str, str]]:
+        """``multiKueue.externalFrameworks`` when `multikueue` (and `external`): the
+        same names, so that MultiKueue dispatches those kinds through its generic
+        adapter, which reads ``spec.managedBy`` and copies the whole status back."""
+        if not self.multikueue:
+            return []
+        return [{"name": name} for name in self.external_frameworks]
 
     @property
     def running(self) -> bool:
@@ -284,6 +295,8 @@ class Kueue:
         }
         if self.wait_for_pods_ready is not None:
             config["waitForPodsReady"] = self.wait_for_pods_ready
+        if self.multikueue_frameworks:
+            config["multiKueue"] = {"externalFrameworks": self.multikueue_frameworks}
         path = self.folder / "config.yaml"
         path.write_text(yaml.safe_dump(config))
         return path

@@ -3,8 +3,9 @@
 - ``kueue`` (module): Kueue's manager on the session's cluster, managing every kind
   in ``KINDS``, for one test file; as its ``externalFrameworks`` (tfjob makes their
   Workloads, ``--kueue-integration=external``) when the file sets
-  ``KUEUE_EXTERNAL = True``; the file's ``KUEUE_KINDS`` instead, when it sets them
-  (MPIJob v1 only as an external framework: Kueue's own MPIJob integration is
+  ``KUEUE_EXTERNAL = True`` (and in ``multiKueue.externalFrameworks`` too when it
+  sets ``KUEUE_MULTIKUEUE = True``); the file's ``KUEUE_KINDS`` instead, when it sets
+  them (MPIJob v1 only as an external framework: Kueue's own MPIJob integration is
   v2beta1's); with the file's ``KUEUE_WAIT_FOR_PODS_READY`` as Kueue's
   ``waitForPodsReady``, when it sets one. Module-scoped so that its webhooks, which the API
   server calls for every job of those kinds, are gone before the session's other
@@ -13,7 +14,8 @@
 - ``kind`` (function): each test runs once per kind in ``KINDS``: the kinds tfjob's
   operator serves. A kind is added here when the operator serves it.
 - ``worker_cluster`` (module): a second control plane standing for a MultiKueue
-  worker cluster, with the kinds' CRDs and a Kueue manager of its own.
+  worker cluster, with the kinds' CRDs and a Kueue manager of its own (the kinds as
+  external frameworks there too under ``KUEUE_MULTIKUEUE``).
 - ``queues`` (function): makes this test's ResourceFlavors, ClusterQueues,
   LocalQueues and WorkloadPriorityClasses (cluster-scoped ones get unique names) and
   deletes them after the test.
@@ -89,10 +91,17 @@ def kueue(
         request.getfixturevalue(CRD_FIXTURES[kind])
     external = bool(getattr(request.module, "KUEUE_EXTERNAL", False))
     pods_ready = getattr(request.module, "KUEUE_WAIT_FOR_PODS_READY", None)
+    multikueue = bool(getattr(request.module, "KUEUE_MULTIKUEUE", False))
     try:
         binary = control_plane.assets.tool("kueue")
         started = Kueue(
-            control_plane, kube, binary, kinds, external=external, wait_for_pods_ready=pods_ready
+            control_plane,
+            kube,
+            binary,
+            kinds,
+            external=external,
+            wait_for_pods_ready=pods_ready,
+            multikueue=multikueue,
         ).start()
     except ControlPlaneUnavailable as exc:
         if os.environ.get("CI", "").lower() == "true":
@@ -109,16 +118,19 @@ def kueue(
 
 
 @pytest.fixture(scope="module")
-def worker_cluster(control_plane: ControlPlane) -> Iterator[Worker]:
+def worker_cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Worker]:
     """A second control plane as a MultiKueue worker cluster: the kinds' CRDs and a
-    Kueue manager of its own (no scheduler or nodes: its pods stay Pending)."""
+    Kueue manager of its own (no scheduler or nodes: its pods stay Pending), with
+    the kinds as external frameworks when the file sets KUEUE_MULTIKUEUE."""
     plane = ControlPlane(control_plane.assets)
     try:
         plane.start()
     except (ControlPlaneUnavailable, ControlPlaneError) as exc:
         pytest.fail(f"the worker cluster did not start:\n{exc}", pytrace=False)
     client = Client(KubeConfig.from_file(plane.kubeconfig_path), field_manager="tfjob-tests")
-    kueue = Kueue(plane, client, control_plane.assets.tool("kueue"), KINDS)
+    multikueue = bool(getattr(request.module, "KUEUE_MULTIKUEUE", False))
+    binary = control_plane.assets.tool("kueue")
+    kueue = Kueue(plane, client, binary, KINDS, external=multikueue, multikueue=multikueue)
     try:
         for kind in KINDS:
             apply_documents(client, load_manifest(MANIFESTS_BASE / crd_file(kind)))
