@@ -20,7 +20,9 @@ import pytest
 from testkit.fake_api import FakeApi
 from testkit.helpers import tfjob, until
 from testkit.operators import replica
-from tfjob.frameworks.tensorflow import TENSORFLOW
+from tfjob.core.queueing import workload_manifest
+from tfjob.frameworks.load import decode_job
+from tfjob.frameworks.tensorflow import TENSORFLOW, TFJob
 from tfjob.runtimes.kubernetes.cache.kueue import RESOURCE_FLAVORS, WORKLOADS
 from tfjob.runtimes.kubernetes.controller.operator import Operator, OperatorOptions
 from tfjob.runtimes.kubernetes.transport.resources import PODS, SERVICES, jobs_of
@@ -253,3 +255,32 @@ async def test_a_refused_suspend_ends_the_plan_and_the_job_is_tried_again(
     assert refused is not start
     first_pod = next(r for r in api.of("create", PODS) if not r.dry_run)
     assert api.requests.index(first_pod) > api.requests.index(start)
+
+
+async def test_a_multikueue_workers_copy_takes_the_prebuilt_workload_it_names(
+    api: FakeApi, external: Operator
+) -> None:
+    """The copy names a Workload MultiKueue makes there with no owner, maybe after
+    the job: the operator waits for it (none of its own), takes it and runs the job
+    under it once it is admitted."""
+    name = "tfjob-copy-from-manager"
+    manifest = tfjob("copy", NS, {"Worker": replica(2)}, runPolicy={"suspend": True})
+    manifest["metadata"]["labels"] = dict(QUEUE)
+    manifest["metadata"]["annotations"] = {"kueue.x-k8s.io/prebuilt-workload-name": name}
+    api.create(TFJOBS, NS, manifest, dry_run=False)
+    await asyncio.sleep(0.5)  # time for a wrong Workload
+    assert _workloads(api) == [] and _pods(api) == []
+
+    prebuilt = workload_manifest(decode_job(_job(api, "copy"), TFJob), priority=None)
+    prebuilt["metadata"] = {"name": name, "namespace": NS}  # no owner, as MultiKueue's
+    api.create(WORKLOADS, NS, prebuilt, dry_run=False)
+    uid = _job(api, "copy")["metadata"]["uid"]
+
+    def taken() -> bool:
+        refs = _workload(api)["metadata"].get("ownerReferences") or []
+        return [(r["uid"], r.get("controller")) for r in refs] == [(uid, True)]
+
+    await until(taken, within=5)
+    _admit(api)
+    await until(lambda: not _suspended(api, "copy") and len(_pods(api)) == 2)
+    assert [w["metadata"]["name"] for w in _workloads(api)] == [name]
