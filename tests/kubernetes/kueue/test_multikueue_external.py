@@ -7,7 +7,9 @@ job with ``spec.managedBy: kueue.x-k8s.io/multikueue`` submitted on the manager
 cluster is dispatched: Kueue copies it to the worker cluster with the manager's
 Workload made beforehand there; the worker's operator takes that Workload and runs
 the job on kwok pods; Kueue copies its status back until it has Succeeded. The
-manager's operator makes the job's Workload and nothing else.
+manager's operator makes the job's Workload and nothing else. Every kind in KINDS,
+JAXJob too: with no Kueue webhook for the kinds on the worker, nothing refuses its
+copy as Kueue's built-in integration does (test_kueue.py).
 """
 
 from __future__ import annotations
@@ -32,12 +34,6 @@ KUEUE_EXTERNAL = True
 KUEUE_MULTIKUEUE = True
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
-
-
-@pytest.fixture(params=("TFJob", "PyTorchJob"))
-def kind(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
 
 
 @pytest.fixture(scope="module")
