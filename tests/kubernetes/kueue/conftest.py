@@ -121,7 +121,8 @@ def kueue(
 def worker_cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Worker]:
     """A second control plane as a MultiKueue worker cluster: the kinds' CRDs and a
     Kueue manager of its own (no scheduler or nodes: its pods stay Pending), with
-    the kinds as external frameworks when the file sets KUEUE_MULTIKUEUE."""
+    the kinds (the file's KUEUE_KINDS, else KINDS) as external frameworks when the
+    file sets KUEUE_MULTIKUEUE."""
     plane = ControlPlane(control_plane.assets)
     try:
         plane.start()
@@ -130,9 +131,10 @@ def worker_cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) 
     client = Client(KubeConfig.from_file(plane.kubeconfig_path), field_manager="tfjob-tests")
     multikueue = bool(getattr(request.module, "KUEUE_MULTIKUEUE", False))
     binary = control_plane.assets.tool("kueue")
-    kueue = Kueue(plane, client, binary, KINDS, external=multikueue, multikueue=multikueue)
+    kinds: tuple[str, ...] = getattr(request.module, "KUEUE_KINDS", KINDS)
+    kueue = Kueue(plane, client, binary, kinds, external=multikueue, multikueue=multikueue)
     try:
-        for kind in KINDS:
+        for kind in kinds:
             apply_documents(client, load_manifest(MANIFESTS_BASE / crd_file(kind)))
         kueue.start()
         yield Worker(plane, client, kueue)

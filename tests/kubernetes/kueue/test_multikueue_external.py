@@ -8,8 +8,8 @@ cluster is dispatched: Kueue copies it to the worker cluster with the manager's
 Workload made beforehand there; the worker's operator takes that Workload and runs
 the job on kwok pods; Kueue copies its status back until it has Succeeded. The
 manager's operator makes the job's Workload and nothing else. Every kind in KINDS,
-JAXJob too: with no Kueue webhook for the kinds on the worker, nothing refuses its
-copy as Kueue's built-in integration does (test_kueue.py).
+JAXJob too (with no Kueue webhook for the kinds on the worker, nothing refuses its
+copy as Kueue's built-in integration does: test_kueue.py), and the v1 MPIJob.
 """
 
 from __future__ import annotations
@@ -32,8 +32,21 @@ from testkit.operators import Operators
 
 KUEUE_EXTERNAL = True
 KUEUE_MULTIKUEUE = True
+#: Every kind tfjob serves: with Kueue's generic adapter, MPIJob v1 too (Kueue's own
+#: MPIJob integration is v2beta1's).
+KINDS = ("TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob", "MPIJob")
+KUEUE_KINDS = KINDS
+#: A worker node's ephemeral storage: an MPIJob launcher's kubectl-delivery init
+#: container asks 5Gi, and kwok nodes report none of their own.
+NODE_DISK = "50Gi"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +123,15 @@ def test_a_job_handed_to_multikueue_runs_on_the_worker_and_succeeds_on_the_manag
     try:
         queue = _multikueue_queue(queues, kube, worker_cluster, namespace)
         on_worker.local_queue(on_worker.cluster_queue(cpu="8"), name=queue)
-        worker_nodes.add(1, cpu="8")
+        for node in worker_nodes.add(1, cpu="8"):
+            room = {"ephemeral-storage": NODE_DISK}
+            status, body = worker_cluster.plane.request(
+                "PATCH",
+                f"/api/v1/nodes/{node}/status",
+                body={"status": {"allocatable": room, "capacity": room}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+            assert status == 200, body
         operators.start("--kueue-integration=external")
         worker_operator = Operators(worker_cluster.plane.kubeconfig_path, namespace, tmp_path)
         worker_operator.start("--kueue-integration=external")
