@@ -77,8 +77,16 @@ def test_quota_holds_the_second_job_suspended_with_no_pod_until_the_first_ends(
     wait_for(lambda: not queued.suspended("second"), message="Kueue to admit the second job")
     queued.running_pods("second", 4)
     assert _admitted(queued, "second")
-    resumed = queued.get("second")["status"]["conditions"]
-    assert [c["reason"] for c in resumed if c["type"] == "Suspended"] == [f"{queued.kind}Resumed"]
+    # The status comes with (or after) the pods it creates: wait for it, not the pods.
+
+    def suspended_reasons() -> list[str]:
+        conditions = queued.get("second")["status"].get("conditions") or []
+        return [c["reason"] for c in conditions if c["type"] == "Suspended"]
+
+    wait_for(
+        lambda: suspended_reasons() == [f"{queued.kind}Resumed"],
+        message="the second job's Suspended condition to say Resumed",
+    )
     queued.end_pods("second")
     queued.wait_condition("second", "Succeeded")
 
