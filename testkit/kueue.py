@@ -219,6 +219,14 @@ class Kueue:
         proc, self._proc = self._proc, None
         terminate(proc)
 
+    def restart(self, *, external: bool) -> None:
+        """Restarted with the kinds moved between ``frameworks`` and
+        ``externalFrameworks`` (its kubeflow.org job webhooks installed or not), as an
+        administrator moves a cluster between tfjob's two Kueue modes."""
+        self.stop()
+        self.external = external
+        self.start()
+
     def __enter__(self) -> Kueue:
         return self.start()
 

@@ -39,15 +39,7 @@ def restored(kueue: Kueue) -> Iterator[Kueue]:
     external = kueue.external
     yield kueue
     if kueue.external != external:
-        _restart(kueue, external=external)
-
-
-def _restart(kueue: Kueue, *, external: bool) -> None:
-    """Kueue restarted with the kinds moved between `frameworks` and
-    `externalFrameworks` (and its kubeflow.org webhooks installed or not)."""
-    kueue.stop()
-    kueue.external = external
-    kueue.start()
+        kueue.restart(external=external)
 
 
 def _true(queued: QueuedJobs, name: str, kind: str) -> bool:
@@ -86,7 +78,7 @@ def test_switching_modes_keeps_running_and_waiting_jobs(
     nodes: Nodes,
 ) -> None:
     if restored.external != first:
-        _restart(restored, external=first)
+        restored.restart(external=first)
     nodes.add(2, cpu="4")  # room for both jobs: only the quota holds one back
     queue = queues.queue(cpu="4")
     mode = (EXTERNAL,) if first else ()
@@ -101,7 +93,7 @@ def test_switching_modes_keeps_running_and_waiting_jobs(
     waiting_workload = _workload_uid(queued, "waiting")
 
     assert operator.stop() == 0
-    _restart(restored, external=then)
+    restored.restart(external=then)
     operators.start(*((EXTERNAL,) if then else ()))
 
     # The new owner of the Workloads has taken them over: the waiting job's is still

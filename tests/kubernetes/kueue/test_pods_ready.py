@@ -1,7 +1,8 @@
-"""``--kueue-integration=external`` under a real Kueue with a short waitForPodsReady.
+"""Both Kueue modes under a real Kueue with a short waitForPodsReady.
 
 In external mode PodsReady is tfjob's to keep on the job's Workload (it follows the
-job's Running condition). Kueue evicts an admitted Workload that is not PodsReady
+job's Running condition); in builtin mode Kueue's integration reads it from the
+job's status. Either way Kueue evicts an admitted Workload that is not PodsReady
 within ``waitForPodsReady.timeout`` (reason PodsReadyTimeout) and requeues it after a
 backoff (``status.requeueState``). A module of its own: the short timeout would evict
 the jobs other tests keep waiting on purpose (a gang the nodes cannot place yet).
@@ -9,13 +10,14 @@ the jobs other tests keep waiting on purpose (a gang the nodes cannot place yet)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from testkit.cluster import Nodes
 from testkit.helpers import wait_for
-from testkit.kueue import QueuedJobs, Queues, workload_condition
+from testkit.kueue import Kueue, QueuedJobs, Queues, workload_condition
 from testkit.operators import Operators
 
 KUEUE_EXTERNAL = True
@@ -40,9 +42,21 @@ def _true(queued: QueuedJobs, name: str, kind: str) -> bool:
     return found is not None and found["status"] == "True"
 
 
+@pytest.fixture(params=[True, False], ids=["external", "builtin"])
+def mode(request: pytest.FixtureRequest, kueue: Kueue) -> Iterator[tuple[str, ...]]:
+    """The operator's flags for the mode, with the module's Kueue in that mode (and
+    back in its own after the test)."""
+    external: bool = request.param
+    if kueue.external != external:
+        kueue.restart(external=external)
+    yield (EXTERNAL,) if external else ()
+    if kueue.external != KUEUE_EXTERNAL:
+        kueue.restart(external=KUEUE_EXTERNAL)
+
+
 @pytest.mark.parametrize("kind", ["TFJob"])
 def test_a_job_whose_pods_never_get_ready_is_evicted_and_requeued_a_ready_one_is_not(
-    queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
+    mode: tuple[str, ...], queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
     """Two admitted jobs: one's flavour names nodes that do not exist, so its pods
     stay Pending; the other's pods run. After the timeout Kueue evicts the first
@@ -55,7 +69,7 @@ def test_a_job_whose_pods_never_get_ready_is_evicted_and_requeued_a_ready_one_is
     stuck_cq = queues.cluster_queue(cpu="4", flavor=nowhere)
     queues.wait_active(stuck_cq)
     stuck = queues.local_queue(stuck_cq, name="stuck")
-    operators.start(EXTERNAL)
+    operators.start(*mode)
 
     queued.create("ready", 2, queue=real, run_policy={"suspend": False})
     queued.create("stuck", 2, queue=stuck, run_policy={"suspend": False})
