@@ -13,12 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfjob.api.kinds import KindDeclaration
 from tfjob.runtimes.kubernetes.cache.informer import Handlers, key_of
 from tfjob.runtimes.kubernetes.cache.shared import Owned, Owners, SharedInformers, split_owner
 from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
-from tfjob.runtimes.kubernetes.controller.metrics import Metrics
 from tfjob.runtimes.kubernetes.transport.decode import CachedJob
 
 
@@ -27,24 +25,20 @@ class Router:
     """The shared caches to the kinds' queues."""
 
     shared: SharedInformers
-    kinds: Mapping[str, KindDeclaration]
     queues: Mapping[str, WorkQueue]  # by kind name
     recorder: EventRecorder
-    metrics: Metrics
 
     def wire(self) -> None:
         for name, informer in self.shared.jobs.items():
-            informer.add_handlers(self.job_handlers(self.kinds[name], self.queues[name]))
+            informer.add_handlers(self.job_handlers(self.queues[name]))
         owned: Handlers[Any] = self.owned_handlers(self.shared.owners)
         for shared in self.shared.owned_informers():
             shared.add_handlers(owned)
 
-    def job_handlers(self, kind: KindDeclaration, queue: WorkQueue) -> Handlers[CachedJob]:
+    def job_handlers(self, queue: WorkQueue) -> Handlers[CachedJob]:
         def added(job: CachedJob) -> None:
             # A job seen for the first time (or relisted) waits behind reactions of
-            # jobs already reconciled: see workqueue.py.
-            framework = kind.metrics_name
-            self.metrics.job(self.metrics.jobs_created, job.metadata.namespace, framework)
+            # jobs already reconciled: see workqueue.py. (Its metrics: lifecycle.py.)
             queue.add_new(key_of(job))
 
         def deleted(job: CachedJob) -> None:

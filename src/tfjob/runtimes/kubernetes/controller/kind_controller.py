@@ -26,6 +26,7 @@ from tfjob.runtimes.kubernetes.cache.shared import SharedInformers
 from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
+from tfjob.runtimes.kubernetes.controller.lifecycle import JobLifecycle
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
 from tfjob.runtimes.kubernetes.controller.reconciler import Reconciler
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
@@ -53,6 +54,7 @@ class KindController:
         self._name = kind.controller_name  # the `controller` label of upstream's metrics
         self.queue = WorkQueue(hooks=metrics.queue_hooks(self._name))
         self.caches = JobCaches(kind, shared)
+        JobLifecycle(kind, metrics).watch(self.caches)
         self.reconciler = Reconciler(
             kind=kind,
             client=client,

@@ -5,11 +5,15 @@ and each test, gets clean counters. The `*_created` timestamp series prometheus_
 adds by default are turned off: upstream (Go) does not export them. Beside the job
 counters: the standard `process_*` series (CPU, memory, file descriptors, start
 time), client-go's work-queue series, and, with leader election,
-`leader_election_master_status` (1 while this replica holds the Lease).
+`leader_election_master_status` (1 while this replica holds the Lease). tfjob's own
+lifecycle series (`tfjob_job_*`, `tfjob_jobs`, `tfjob_build_info`) are defined here
+and observed by lifecycle.py; docs/metrics.md lists every series.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,12 +31,36 @@ from tfjob.api import constants as c
 from tfjob.runtimes.kubernetes.cache.workqueue import QueueHooks
 
 _JOB_LABELS = ("job_namespace", "framework")
+# Job lifetimes are whole seconds (condition times are): 1 s to a week. The histograms
+# carry `framework` only, not the namespace: each label set costs a series per bucket
+# (docs/decisions/0029-lifecycle-metrics-from-conditions.md).
+DURATION_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200,
+                    86400, 259200, 604800)  # fmt: skip
 # client-go's work-queue histograms: 10 ns to 1000 s, a decade per bucket.
 _QUEUE_BUCKETS = tuple(10.0**exponent for exponent in range(-8, 4))
 
 
 def _job_counter(registry: CollectorRegistry, name: str, what: str) -> Counter:
     return Counter(f"training_operator_jobs_{name}", what, _JOB_LABELS, registry=registry)
+
+
+def _duration(
+    registry: CollectorRegistry, name: str, what: str, extra: tuple[str, ...] = ()
+) -> Histogram:
+    return Histogram(
+        f"tfjob_job_{name}_seconds",
+        what,
+        ["framework", *extra],
+        buckets=DURATION_BUCKETS,
+        registry=registry,
+    )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tfjob")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
 
 
 @dataclass
@@ -44,8 +72,8 @@ class Metrics:
         self._request_children: dict[tuple[str, int], Any] = {}
         r = self.registry
         ProcessCollector(registry=r)
-        self.jobs_created = _job_counter(r, "created", "Jobs seen created (also at start-up)")
-        self.jobs_deleted = _job_counter(r, "deleted", "Jobs deleted by the operator (TTL)")
+        self.jobs_created = _job_counter(r, "created", "Jobs first seen with no condition yet")
+        self.jobs_deleted = _job_counter(r, "deleted", "Jobs deleted (by anyone, TTL included)")
         self.jobs_successful = _job_counter(r, "successful", "Jobs that succeeded")
         self.jobs_failed = _job_counter(r, "failed", "Jobs that failed")
         self.jobs_restarted = _job_counter(r, "restarted", "Replica restarts of jobs")
@@ -121,6 +149,42 @@ class Metrics:
             registry=r,
         )
         self._leader: Gauge | None = None
+        self._lifecycle(r)
+
+    def _lifecycle(self, r: CollectorRegistry) -> None:
+        """tfjob's job-lifecycle series (lifecycle.py observes them)."""
+        self.job_startup = _duration(
+            r, "startup", "From a job's creation to its first Running (never suspended)"
+        )
+        self.job_resume_to_running = _duration(
+            r, "resume_to_running", "From a job's resume (admission) to its Running"
+        )
+        self.job_suspended = _duration(
+            r, "suspended", "Time a job spent suspended (queued), observed at its resume"
+        )
+        self.job_run = _duration(
+            r, "run", "From a job's last transition to Running to its end", ("phase",)
+        )
+        self.job_duration = _duration(r, "duration", "From a job's creation to its end", ("phase",))
+        self.job_restarts = Counter(
+            "tfjob_job_restarts",
+            "Replicas the operator recreated after a failure, by replica type and reason",
+            [*_JOB_LABELS, "replica_type", "reason"],
+            registry=r,
+        )
+        self.jobs = Gauge(
+            "tfjob_jobs",
+            "Jobs in the operator's caches by phase",
+            [*_JOB_LABELS, "phase"],
+            registry=r,
+        )
+        build = Gauge(
+            "tfjob_build_info",
+            "Always 1: the operator's version",
+            ["version", "python_version"],
+            registry=r,
+        )
+        build.labels(version=_version(), python_version=platform.python_version()).set(1)
 
     def count_request(self, method: str, code: int) -> None:
         """One API answer (children cached: this runs for every request)."""

@@ -201,10 +201,8 @@ class Operator:
         }
         Router(
             shared,
-            kinds={k.kind: k for k in kinds},
             queues={name: c.queue for name, c in self.controllers.items()},
             recorder=self.recorder,
-            metrics=self.metrics,
         ).wire()
         return shared
 

@@ -209,8 +209,7 @@ class Writer:
                 jobs_of(self._kind),
                 ref.name,
                 "Job",
-                said="job",
-                counted=lambda: m.job(m.jobs_deleted, ref.namespace, self._kind.metrics_name),
+                said="job",  # counted when the cache shows it gone (lifecycle.py)
             )
         if isinstance(action, CreateGroup | UpdateGroup | UpdateGroupStatus | DeleteGroup):
             return self._group_write(action)
