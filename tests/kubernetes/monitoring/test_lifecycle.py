@@ -217,6 +217,14 @@ def test_a_namespaces_job_series_start_at_zero() -> None:
     assert found[("tfjob_jobs", (*NS, ("phase", "Succeeded")))] == 0
 
 
+def test_an_operator_limited_to_a_namespace_has_its_series_before_any_job() -> None:
+    metrics = Metrics()
+    JobLifecycle(TENSORFLOW, metrics, "team-a")
+    key = (("framework", "tensorflow"), ("job_namespace", "team-a"))
+    assert samples(metrics)[("training_operator_jobs_created_total", key)] == 0
+    assert samples(metrics)[("tfjob_jobs", (*key, ("phase", "Running")))] == 0
+
+
 def test_build_info_names_the_version() -> None:
     found = samples(Metrics())
     (labels,) = [dict(k) for name, k in found if name == "tfjob_build_info"]

@@ -199,6 +199,8 @@ class EventMetrics:
         self.pending = Gauge("tfjob_events_pending", "Distinct events waiting", registry=r)
         self.create = self.writes.labels(verb="create")
         self.patch = self.writes.labels(verb="patch")
+        for reason in ("rejected", "overflow", "shutdown"):  # at 0 until one is dropped
+            self.dropped.labels(reason=reason)
 
 
 class EventRecorder:

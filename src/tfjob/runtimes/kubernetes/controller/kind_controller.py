@@ -48,13 +48,16 @@ class KindController:
         writes: ReconcileWrites,
         settings: Settings,
         parallelism: int,
+        namespace: str | None = None,
     ) -> None:
+        """`namespace`: the one the operator is limited to (`--namespace`), if any:
+        its job series exist from start-up (lifecycle.py)."""
         self.kind = kind
         self._metrics = metrics
         self._name = kind.controller_name  # the `controller` label of upstream's metrics
         self.queue = WorkQueue(hooks=metrics.queue_hooks(self._name))
         self.caches = JobCaches(kind, shared)
-        JobLifecycle(kind, metrics).watch(self.caches)
+        JobLifecycle(kind, metrics, namespace).watch(self.caches)
         self.reconciler = Reconciler(
             kind=kind,
             client=client,

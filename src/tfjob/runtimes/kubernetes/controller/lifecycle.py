@@ -100,7 +100,11 @@ class _Failed:
 class JobLifecycle:
     """One kind's lifecycle series, fed by its jobs' and pods' cache handlers."""
 
-    def __init__(self, kind: Framework[Any], metrics: Metrics) -> None:
+    def __init__(
+        self, kind: Framework[Any], metrics: Metrics, namespace: str | None = None
+    ) -> None:
+        """`namespace`: the one an operator is limited to (`--namespace`), whose series
+        then start at 0 before its first job."""
         self._kind = kind
         self._metrics = metrics
         self._framework = kind.metrics_name
@@ -110,6 +114,8 @@ class JobLifecycle:
         # job's status write that counts the restart comes first, but the caches may
         # show the two in either order. Dropped when counted or the job goes.
         self._failed: dict[str, dict[str, _Failed]] = {}
+        if namespace is not None:
+            self._first_in(namespace)
 
     def watch(self, caches: JobCaches) -> None:
         """Observe the kind's caches (before they run)."""

@@ -199,6 +199,11 @@ class Metrics:
         counter.labels(job_namespace=namespace, framework=framework).inc()
 
     def queue_hooks(self, name: str = c.CONTROLLER_NAME) -> QueueHooks:
+        """The hooks of controller `name`'s work queue. Its reconcile series start at 0
+        here, once per controller, as controller-runtime's do when a controller starts."""
+        for result in ("success", "error"):
+            self.reconcile_total.labels(controller=name, result=result)
+        self.reconcile_errors.labels(controller=name)
         depth = self.queue_depth.labels(name=name)
         adds = self.queue_adds.labels(name=name)
         retries = self.queue_retries.labels(name=name)

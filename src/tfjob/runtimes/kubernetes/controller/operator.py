@@ -196,6 +196,7 @@ class Operator:
                 writes=self.writes,
                 settings=settings,
                 parallelism=options.parallelism,
+                namespace=options.namespace,
             )
             for kind in kinds
         }
