@@ -75,6 +75,7 @@ CLUSTER_TOOLS = (
     "kwok",
     "training-operator",
     "kueue",
+    "prometheus",
 )
 
 

@@ -6,7 +6,9 @@
 # kube-scheduler and kube-controller-manager; kwok (sigs.k8s.io/kwok, simulated nodes
 # and pod lifecycle), Kubeflow's training-operator (the reference operator the tests
 # swap with and the benchmarks race) and Kueue's manager (sigs.k8s.io/kueue, the job
-# queueing the Kueue tests run against), each `go install`ed at a pinned version.
+# queueing the Kueue tests run against) and Prometheus (the server the monitoring tests
+# scrape the operator with and query through PromQL; its web UI's assets are not
+# built in, its HTTP API needs none), each `go install`ed at a pinned version.
 # Kueue's CRDs and webhook manifests are copied from the same module version into
 # kueue-<v>/config/ beside its binary (testkit/kueue.py installs them).
 #
@@ -17,8 +19,8 @@
 #   3. a version-keyed cache outside git, built from the wrapper Go modules next to
 #      this script when a binary is missing or reports the wrong version:
 #      ${TFJOB_ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfjob/envtest}/<k8s>-<etcd>/
-#      (kwok, training-operator and kueue in kwok-<v>/, training-operator-<v>/ and
-#      kueue-<v>/ beside it).
+#      (kwok, training-operator, kueue and prometheus in kwok-<v>/,
+#      training-operator-<v>/, kueue-<v>/ and prometheus-<v>/ beside it).
 #
 # Idempotent: a second run with the binaries in place only checks their versions.
 # Exit codes: 0 ok (last stdout line is the assets folder), 2 Go is not installed so
@@ -169,6 +171,8 @@ kubeflow_version="v1.9.4"
 # pkg/controller/jobs/kubeflow/, but no longer enables it by default (deprecated;
 # removal tentatively v0.20): testkit/kueue.py lists its kinds in the configuration.
 kueue_version="v0.19.0"
+# Prometheus 3.16.0: its Go module tags release 3.x.y as v0.3xx.y.
+prometheus_version="v0.316.0"
 k8s_ld() {
     local minor="${k8s_version#v1.}" ld="-s -w" pkgpath
     minor="${minor%%.*}"
@@ -210,7 +214,7 @@ go_install() {
 }
 
 declare -A tools=()
-for name in kubectl kube-scheduler kube-controller-manager kwok training-operator kueue; do
+for name in kubectl kube-scheduler kube-controller-manager kwok training-operator kueue prometheus; do
     if [[ -n "${KUBEBUILDER_ASSETS:-}" ]] && present "${KUBEBUILDER_ASSETS}/${name}"; then
         tools[${name}]="${KUBEBUILDER_ASSETS}/${name}"
     fi
@@ -266,6 +270,18 @@ if [[ -z "${tools[kueue]:-}" ]]; then
         touch "${dir}/config/.complete"
     fi
     tools[kueue]="${dir}/kueue"
+fi
+
+if [[ -z "${tools[prometheus]:-}" ]]; then
+    dir="${cache_root}/prometheus-${prometheus_version}"
+    mkdir -p "${dir}"
+    if [[ ${force} -eq 1 ]] || ! present "${dir}/prometheus"; then
+        # `prometheus --version` reports it (and /api/v1/status/buildinfo).
+        go_install github.com/prometheus/prometheus/cmd/prometheus "${prometheus_version}" \
+            "${dir}" prometheus \
+            "-X github.com/prometheus/common/version.Version=3.${prometheus_version#v0.3}"
+    fi
+    tools[prometheus]="${dir}/prometheus"
 fi
 
 # Hand back one folder holding every binary under its usual name: the cache folder,
