@@ -229,3 +229,18 @@ def test_build_info_names_the_version() -> None:
     found = samples(Metrics())
     (labels,) = [dict(k) for name, k in found if name == "tfjob_build_info"]
     assert labels["version"] and labels["python_version"].count(".") == 2
+
+
+def test_every_histogram_of_a_kind_is_there_empty_before_its_first_job() -> None:
+    """So that rate() and a dashboard's quantiles see the first observation."""
+    found = samples(Metrics())
+    assert ("tfjob_job_startup_seconds_count", TF) not in found
+    metrics = Metrics()
+    JobLifecycle(TENSORFLOW, metrics)
+    assert histogram(metrics, "tfjob_job_startup_seconds") == (0, 0)
+    assert ("tfjob_job_suspended_seconds_count", TF) in samples(metrics)
+    assert ("tfjob_job_resume_to_running_seconds_count", TF) in samples(metrics)
+    for name in ("tfjob_job_run_seconds", "tfjob_job_duration_seconds"):
+        for end in ("Succeeded", "Failed"):
+            key = (f"{name}_count", (*TF, ("phase", end)))
+            assert samples(metrics)[key] == 0

@@ -180,7 +180,14 @@ class Reader:
 
 
 def _per_kind(**values: float) -> dict[tuple[str, ...], float]:
+    """`values` by served kind, 0 for the others (every series exists from start-up)."""
     return {(kind,): values.get(kind, 0.0) for kind in SERVED}
+
+
+def _per_end(values: dict[tuple[str, str], float]) -> dict[tuple[str, ...], float]:
+    """`values` by (kind, end), 0 for every other served kind and end."""
+    ends = ("Succeeded", "Failed")
+    return {(kind, end): values.get((kind, end), 0.0) for kind in SERVED for end in ends}
 
 
 def test_every_documented_series_answers_through_promql(scenario: Scenario) -> None:
@@ -216,7 +223,7 @@ def test_every_documented_series_answers_through_promql(scenario: Scenario) -> N
     read.equal(
         f"sum by (framework) ({startup}_count{{{o}}})",
         ("framework",),
-        {(k,): 1 for k in ("tensorflow", "pytorch", "jax", "paddle")},
+        _per_kind(tensorflow=1, pytorch=1, jax=1, paddle=1),
     )
     read.close(
         f'sum by (framework) ({startup}_sum{{{o},framework=~"tensorflow|pytorch"}})',
@@ -233,12 +240,16 @@ def test_every_documented_series_answers_through_promql(scenario: Scenario) -> N
 
     queued = jobs["xgboost"]
     resumed = "tfjob_job_resume_to_running_seconds"
-    read.close(f"sum by (framework) ({resumed}_count{{{o}}})", ("framework",), {("xgboost",): 1})
+    read.close(f"sum by (framework) ({resumed}_count{{{o}}})", ("framework",), _per_kind(xgboost=1))
     waited = (_when(queued, "Running") - _when(queued, "Suspended")).total_seconds()
-    read.close(f"sum by (framework) ({resumed}_sum{{{o}}})", ("framework",), {("xgboost",): waited})
+    read.close(
+        f"sum by (framework) ({resumed}_sum{{{o}}})", ("framework",), _per_kind(xgboost=waited)
+    )
     checked.add(resumed)
     suspended = "tfjob_job_suspended_seconds"
-    read.close(f"sum by (framework) ({suspended}_count{{{o}}})", ("framework",), {("xgboost",): 1})
+    read.close(
+        f"sum by (framework) ({suspended}_count{{{o}}})", ("framework",), _per_kind(xgboost=1)
+    )
     read.each(
         f"sum by (framework) ({suspended}_sum{{{o}}})",
         "framework",
@@ -252,7 +263,7 @@ def test_every_documented_series_answers_through_promql(scenario: Scenario) -> N
         read.equal(
             f"sum by (framework, phase) ({name}_count{{{o}}})",
             ("framework", "phase"),
-            dict.fromkeys(ends, 1.0),
+            _per_end(dict.fromkeys(ends, 1.0)),
         )
         expected = {
             key: (
@@ -263,7 +274,9 @@ def test_every_documented_series_answers_through_promql(scenario: Scenario) -> N
             for key, job in ends.items()
         }
         read.close(
-            f"sum by (framework, phase) ({name}_sum{{{o}}})", ("framework", "phase"), expected
+            f"sum by (framework, phase) ({name}_sum{{{o}}})",
+            ("framework", "phase"),
+            _per_end(expected),
         )
         checked.add(name)
 
@@ -384,13 +397,13 @@ def test_a_restarted_operator_counts_and_times_nothing_twice(
     prometheus.wait_value(f'sum(tfjob_jobs{{{after},{ns},phase="Running"}})', 1)
     assert prometheus.value(f'sum(tfjob_jobs{{{after},{ns},phase="Succeeded"}})') == 1
     assert prometheus.value(f"sum(training_operator_jobs_created_total{{{after},{ns}}})") == 0
-    assert prometheus.value(f"tfjob_job_startup_seconds_count{{{after}}}") is None
+    assert prometheus.value(f"sum(tfjob_job_startup_seconds_count{{{after}}})") == 0
     kwok.end(jobs.namespace, "long-worker-0", 0)
     jobs.wait_condition("long", "Succeeded", timeout=30)
     # What happened under the second process is its to observe.
     prometheus.wait_value(f"sum(training_operator_jobs_successful_total{{{after},{ns}}})", 1)
     prometheus.wait_value(f'sum(tfjob_job_run_seconds_count{{{after},phase="Succeeded"}})', 1)
-    assert prometheus.value(f"tfjob_job_startup_seconds_count{{{after}}}") is None
+    assert prometheus.value(f"sum(tfjob_job_startup_seconds_count{{{after}}})") == 0
     # Over both processes: 2 jobs created, not 4 (Kubeflow's second process counts
     # both again). The last value of each process's series, summed: increase() would
     # extrapolate these few-second series past their samples.

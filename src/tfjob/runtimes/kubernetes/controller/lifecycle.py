@@ -114,6 +114,17 @@ class JobLifecycle:
         # job's status write that counts the restart comes first, but the caches may
         # show the two in either order. Dropped when counted or the job goes.
         self._failed: dict[str, dict[str, _Failed]] = {}
+        # Every histogram series of the kind exists from start-up, empty: a series that
+        # appears with its first observation shows no increase to rate(), so a
+        # dashboard's quantile of the first jobs would be empty (kubeflow/trainer#2408's
+        # problem, for histograms). They carry no namespace, so this is a fixed cost:
+        # 7 label sets per kind.
+        m = metrics
+        for histogram in (m.job_startup, m.job_resume_to_running, m.job_suspended):
+            histogram.labels(framework=self._framework)
+        for histogram in (m.job_run, m.job_duration):
+            for end in (c.SUCCEEDED, c.FAILED):
+                histogram.labels(framework=self._framework, phase=end)
         if namespace is not None:
             self._first_in(namespace)
 
