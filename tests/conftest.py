@@ -18,7 +18,9 @@ Under pytest-xdist (scripts/test.sh runs two workers, ``--dist loadgroup``) each
 test is grouped by its file, so a module-scoped fixture (Kueue's manager) starts on
 one worker only, and every test of the real node (tests/node) is one group: the node
 takes fixed addresses in its network namespace, so there is never more than one,
-and the tests that build the operator's image (one tag) run beside it.
+and the tests that build the operator's image (one tag) run beside it. The tests
+that read the monitoring scenario (a Prometheus scraping an operator while jobs run:
+tests/kubernetes/monitoring) are one group too, so the scenario runs once.
 
 Suite-specific fixtures belong in the suite's own conftest (e.g.
 tests/kubernetes/conftest.py).
@@ -66,8 +68,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _group_of(item: pytest.Item) -> str:
     """The xdist group: the real node's tests and those building the operator's image
-    (scripts/image.sh, one tag) together, every other file its own."""
+    (scripts/image.sh, one tag) together, the monitoring scenario's together, every
+    other file its own."""
     path = Path(str(item.path))
     if path.parent.name == "node" or "image" in getattr(item, "fixturenames", ()):
         return "node"
+    if "scenario" in getattr(item, "fixturenames", ()):
+        return "monitoring"  # its session fixture is ~30 s of jobs: run it on one worker
     return str(path)
