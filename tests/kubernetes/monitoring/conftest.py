@@ -132,7 +132,7 @@ def _finished(jobs: Jobs, name: str, end: str) -> dict[str, Any]:
     return _last_seen(jobs, name)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def scenario(
     prometheus: Prometheus,
     cluster: Cluster,
