@@ -76,6 +76,7 @@ CLUSTER_TOOLS = (
     "training-operator",
     "kueue",
     "prometheus",
+    "helm",
 )
 
 

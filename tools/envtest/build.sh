@@ -8,7 +8,8 @@
 # swap with and the benchmarks race) and Kueue's manager (sigs.k8s.io/kueue, the job
 # queueing the Kueue tests run against) and Prometheus (the server the monitoring tests
 # scrape the operator with and query through PromQL; its web UI's assets are not
-# built in, its HTTP API needs none), each `go install`ed at a pinned version.
+# built in, its HTTP API needs none) and helm (the chart tests render and install
+# charts/tfjob with it), each `go install`ed at a pinned version.
 # Kueue's CRDs and webhook manifests are copied from the same module version into
 # kueue-<v>/config/ beside its binary (testkit/kueue.py installs them).
 #
@@ -19,8 +20,8 @@
 #   3. a version-keyed cache outside git, built from the wrapper Go modules next to
 #      this script when a binary is missing or reports the wrong version:
 #      ${TFJOB_ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfjob/envtest}/<k8s>-<etcd>/
-#      (kwok, training-operator, kueue and prometheus in kwok-<v>/,
-#      training-operator-<v>/, kueue-<v>/ and prometheus-<v>/ beside it).
+#      (kwok, training-operator, kueue, prometheus and helm in kwok-<v>/,
+#      training-operator-<v>/, kueue-<v>/, prometheus-<v>/ and helm-<v>/ beside it).
 #
 # Idempotent: a second run with the binaries in place only checks their versions.
 # Exit codes: 0 ok (last stdout line is the assets folder), 2 Go is not installed so
@@ -173,6 +174,7 @@ kubeflow_version="v1.9.4"
 kueue_version="v0.19.0"
 # Prometheus 3.16.0: its Go module tags release 3.x.y as v0.3xx.y.
 prometheus_version="v0.316.0"
+helm_version="v4.3.2"
 k8s_ld() {
     local minor="${k8s_version#v1.}" ld="-s -w" pkgpath
     minor="${minor%%.*}"
@@ -214,7 +216,7 @@ go_install() {
 }
 
 declare -A tools=()
-for name in kubectl kube-scheduler kube-controller-manager kwok training-operator kueue prometheus; do
+for name in kubectl kube-scheduler kube-controller-manager kwok training-operator kueue prometheus helm; do
     if [[ -n "${KUBEBUILDER_ASSETS:-}" ]] && present "${KUBEBUILDER_ASSETS}/${name}"; then
         tools[${name}]="${KUBEBUILDER_ASSETS}/${name}"
     fi
@@ -282,6 +284,18 @@ if [[ -z "${tools[prometheus]:-}" ]]; then
             "-X github.com/prometheus/common/version.Version=3.${prometheus_version#v0.3}"
     fi
     tools[prometheus]="${dir}/prometheus"
+fi
+
+if [[ -z "${tools[helm]:-}" ]]; then
+    dir="${cache_root}/helm-${helm_version}"
+    mkdir -p "${dir}"
+    if [[ ${force} -eq 1 ]] || ! present "${dir}/helm"; then
+        # `helm version` reports it (its default is the module's own, unset when
+        # installed from the proxy).
+        go_install helm.sh/helm/v4/cmd/helm "${helm_version}" "${dir}" helm \
+            "-X helm.sh/helm/v4/internal/version.version=${helm_version}"
+    fi
+    tools[helm]="${dir}/helm"
 fi
 
 # Hand back one folder holding every binary under its usual name: the cache folder,
