@@ -6,8 +6,9 @@ upgrade` on a cluster of its own, where the operator started with the installed
 Deployment's command line, as its ServiceAccount, runs a job to Succeeded, and
 `helm uninstall` keeps the CRDs and the jobs.
 
-The one difference from kustomize: the chart's CRDs carry
-`helm.sh/resource-policy: keep`, so that uninstalling the chart never deletes jobs.
+The one difference from kustomize: the chart's CRDs and namespace carry
+`helm.sh/resource-policy: keep`, so that uninstalling the chart never deletes jobs
+(nor the namespace that holds helm's record of the release).
 """
 
 from __future__ import annotations
@@ -49,10 +50,11 @@ def by_key(docs: list[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
 
 
 def without_keep(docs: list[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
-    """The chart's objects with the CRDs' keep annotation checked and taken off."""
+    """The chart's objects with the keep annotation of the CRDs and the namespace
+    checked and taken off."""
     objects = by_key(docs)
     for key, doc in objects.items():
-        if key[0] == "CustomResourceDefinition":
+        if key[0] in ("CustomResourceDefinition", "Namespace"):
             annotations = doc["metadata"].pop("annotations")
             assert annotations == {KEEP: "keep"}, key
     return objects
@@ -275,8 +277,9 @@ def test_install_upgrade_and_uninstall_on_a_cluster(
     assert "--log-level=debug" in container["args"]
     operator_runs_a_job(plane, plane_kube, tmp_path, "team-b", "upgraded")
 
-    # No --wait: this plane has no controller-manager to finish deleting the namespace.
-    helm("uninstall", "tfjob", "-n", "tfjob-system", kubeconfig=admin)
+    helm("uninstall", "tfjob", "-n", "tfjob-system", "--wait", kubeconfig=admin)
+    kept = kubectl("get", "namespace", "tfjob-system", "-o", "name", kubeconfig=admin)
+    assert kept.strip() == "namespace/tfjob-system"
     left = kubectl("get", "crd", "-o", "name", kubeconfig=admin).split()
     assert sorted(left) == sorted(
         f"customresourcedefinition.apiextensions.k8s.io/{k.lower()}s.kubeflow.org"
