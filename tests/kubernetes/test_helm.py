@@ -25,6 +25,7 @@ from lightkube.config.kubeconfig import KubeConfig
 
 from testkit.controlplane import ControlPlane, ControlPlaneError, ControlPlaneUnavailable
 from testkit.helm import CHART, helm, template, template_error
+from testkit.helpers import wait_for
 from testkit.install import (
     OVERLAYS,
     REPO_ROOT,
@@ -224,6 +225,20 @@ def installed_container(kubeconfig: Path) -> dict[str, Any]:
     return dict(container)
 
 
+def established(kubeconfig: Path) -> set[str]:
+    """The kinds whose CRD is Established (`kubectl wait` fails on a CRD that has no
+    conditions yet, so this polls)."""
+    crds = json.loads(kubectl("get", "crd", "-o", "json", kubeconfig=kubeconfig))["items"]
+    return {
+        crd["spec"]["names"]["kind"]
+        for crd in crds
+        if any(
+            c["type"] == "Established" and c["status"] == "True"
+            for c in crd.get("status", {}).get("conditions") or []
+        )
+    }
+
+
 def operator_runs_a_job(
     plane: ControlPlane, kube: Client, tmp_path: Path, namespace: str, name: str
 ) -> None:
@@ -252,10 +267,7 @@ def test_install_upgrade_and_uninstall_on_a_cluster(
     admin = plane.kubeconfig_path
     install = [str(CHART), "--namespace", "tfjob-system", "--create-namespace"]
     helm("install", "tfjob", *install, kubeconfig=admin)
-    kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s",
-        *(f"crd/{kind.lower()}s.kubeflow.org" for kind in ALL_KINDS), kubeconfig=admin,
-    )  # fmt: skip
+    wait_for(lambda: established(admin) == set(ALL_KINDS), 60, 0.5, "every CRD Established")
     labels = json.loads(kubectl("get", "namespace", "tfjob-system", "-o", "json", kubeconfig=admin))
     assert labels["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     # One namespace per run: a job's pods are checked against all pods of its namespace.
