@@ -186,6 +186,27 @@ async def test_401s_in_flight_together_share_one_reload(
     assert (tmp_path / "runs").read_text().count("run") == 2  # the first load, one reload
 
 
+async def test_a_401_answered_after_another_requests_reload_retries_with_the_new_token(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Of requests sent together with the stale token, one whose 401 comes back after
+    another's reload has replaced the token retries with it, without running the plugin
+    again (it used to fail: the reload counted as one that changed nothing)."""
+    token_file = tmp_path / "token"
+    token_file.write_text(STALE)
+    path = _kubeconfig(
+        tmp_path / "kc", control_plane, {"u": _exec_plugin(tmp_path, token_file)}, current="u"
+    )
+    conn = connection(path)
+    token_file.write_text(control_plane.token)
+    sent = await conn.credentials.auth()  # what both requests carried
+    assert await conn.credentials.refresh(sent)  # the first 401: the plugin runs
+    assert await conn.credentials.refresh(sent)  # the late one: retry, no second run
+    assert (await conn.credentials.auth()).authorization == f"Bearer {control_plane.token}"
+    assert (tmp_path / "runs").read_text().count("run") == 2  # the first load, one reload
+    assert await _namespace_name(conn) == "default"
+
+
 async def test_a_401_soon_after_a_reload_that_changed_nothing_starts_no_other(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:

@@ -495,7 +495,7 @@ class KubeClient:
             except (aiohttp.ClientError, OSError) as error:
                 raise TransportError(str(error) or type(error).__name__) from error
             self.on_response(method, status)
-            if status == 401 and attempt == 1 and await self._credentials.refresh():
+            if status == 401 and attempt == 1 and await self._credentials.refresh(auth):
                 continue  # a rotated token or certificate, a re-run exec plugin
             if status >= 300:
                 raise _error(status, payload)

@@ -81,11 +81,13 @@ class Credentials:
     async def header(self) -> str | None:
         return (await self.auth()).authorization
 
-    async def refresh(self) -> bool:
-        """After a 401: read everything again, the exec plugin too; True if the
-        credentials changed (worth a retry). 401s in flight together share one reading;
-        one soon after a reading that changed nothing starts none (its request fails)."""
-        current = self._auth
+    async def refresh(self, sent: Auth | None = None) -> bool:
+        """After a 401 to a request that carried `sent` (default: the current Auth):
+        read everything again, the exec plugin too; True if the credentials changed
+        (worth a retry). 401s in flight together share one reading, however late each
+        answer comes back; one soon after a reading that changed nothing starts none
+        (its request fails)."""
+        current = self._auth if sent is None else sent
         async with self._reloading:
             if self._auth is not current:  # read again for another request meanwhile
                 return True
