@@ -1,7 +1,7 @@
 """The operator's container image, built from the Containerfile with buildah on a
 Debian base made locally (scripts/image.sh; no registry is needed), then run as a
-container runtime would: `tfjob --version`, its labels and user, and the operator
-itself from the image against the test cluster (host network) with the command line
+container runtime would: `tfjob --version`, its labels, user and size, and the
+operator itself from the image against the test cluster (host network) with the command line
 of a Deployment written for Kubeflow's operator, until /readyz answers and a job runs.
 
 Without buildah and mmdebstrap (and outside CI, where scripts/image.sh installs
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tomllib
@@ -31,6 +32,8 @@ from testkit.operators import Jobs, RunningOperator
 
 SCRIPT = REPO_ROOT / "scripts" / "image.sh"
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+#: Half of what the image weighed on a whole Debian base (226 MB, buildah's count).
+SIZE_LIMIT_MB = 113
 BUILD_TIMEOUT = 1200  # a cold base (mmdebstrap) and a cold pip cache; ~2 min here
 
 
@@ -87,6 +90,28 @@ def test_image_runs_tfjob_as_a_non_root_user_and_carries_its_version(image: str)
         assert version.stdout.strip() == f"tfjob, version {VERSION}"
         user = subprocess.run(run_in(name, "id", "-u"), capture_output=True, text=True, check=True)
         assert user.stdout.strip() == "65532"
+
+
+def test_image_is_at_most_half_the_size_it_had_on_a_whole_debian_base(image: str) -> None:
+    listed = subprocess.run(
+        ["buildah", "images", "--json", image], capture_output=True, text=True, check=True
+    )
+    size = json.loads(listed.stdout)[0]["size"]  # buildah's count, e.g. "92.3 MB"
+    found = re.fullmatch(r"([\d.]+) (kB|MB|GB)", size)
+    assert found, size
+    megabytes = float(found[1]) * {"kB": 1e-3, "MB": 1.0, "GB": 1e3}[found[2]]
+    assert megabytes <= SIZE_LIMIT_MB, size
+    with container(image) as name:
+        # What a job script or a look inside needs is still there, and the system's CA
+        # certificates for HTTPS (beside any CA a kubeconfig names).
+        shell = run_in(name, "sh", "-c", "echo ok; sleep 0.1; head -c 2 /etc/passwd; ls /manager")
+        done = subprocess.run(shell, capture_output=True, text=True, check=True)
+        assert done.stdout.split() == ["ok", "ro/manager"], done.stdout
+        stats = "import ssl; print(ssl.create_default_context().cert_store_stats()['x509_ca'])"
+        cas = subprocess.run(
+            run_in(name, "python3", "-c", stats), capture_output=True, text=True, check=True
+        )
+        assert int(cas.stdout) > 0
 
 
 @pytest.mark.timeout(BUILD_TIMEOUT + 120)
