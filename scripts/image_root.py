@@ -112,8 +112,8 @@ def copy(root: Path, path: Path) -> None:
 
 
 def copy_licenses(root: Path) -> None:
-    """Each Debian package's copyright file, for the packages some of the files came
-    from (a base without /usr/share/doc has none to copy)."""
+    """Every copyright notice the base's packages left in /usr/share/doc (a few MB;
+    a base without them has none to copy)."""
     for notice in Path("/usr/share/doc").glob("*/copyright"):
         copy(root, notice)
 

@@ -150,16 +150,23 @@ async def test_token_file_is_read_again_after_a_401(
     assert await _namespace_name(conn) == "default"
 
 
-async def test_exec_plugin_runs_again_after_a_401(
-    control_plane: ControlPlane, tmp_path: Path
-) -> None:
+def _connection_whose_plugin_token_rotated(plane: ControlPlane, tmp_path: Path) -> Connection:
+    """A connection loaded with an exec plugin's stale token; by now the plugin would
+    print the valid one (its runs are counted in tmp_path / "runs")."""
     token_file = tmp_path / "token"
     token_file.write_text(STALE)
     path = _kubeconfig(
-        tmp_path / "kc", control_plane, {"u": _exec_plugin(tmp_path, token_file)}, current="u"
+        tmp_path / "kc", plane, {"u": _exec_plugin(tmp_path, token_file)}, current="u"
     )
     conn = connection(path)
-    token_file.write_text(control_plane.token)
+    token_file.write_text(plane.token)
+    return conn
+
+
+async def test_exec_plugin_runs_again_after_a_401(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    conn = _connection_whose_plugin_token_rotated(control_plane, tmp_path)
     assert await _namespace_name(conn) == "default"
 
 
@@ -168,13 +175,7 @@ async def test_401s_in_flight_together_share_one_reload(
 ) -> None:
     """Each reload runs the plugin: eight requests answered 401 at once run it once,
     and all eight then succeed with the new token."""
-    token_file = tmp_path / "token"
-    token_file.write_text(STALE)
-    path = _kubeconfig(
-        tmp_path / "kc", control_plane, {"u": _exec_plugin(tmp_path, token_file)}, current="u"
-    )
-    conn = connection(path)
-    token_file.write_text(control_plane.token)
+    conn = _connection_whose_plugin_token_rotated(control_plane, tmp_path)
     client = KubeClient.from_connection(conn)
     try:
         bodies = await asyncio.gather(
@@ -192,13 +193,7 @@ async def test_a_401_answered_after_another_requests_reload_retries_with_the_new
     """Of requests sent together with the stale token, one whose 401 comes back after
     another's reload has replaced the token retries with it, without running the plugin
     again (it used to fail: the reload counted as one that changed nothing)."""
-    token_file = tmp_path / "token"
-    token_file.write_text(STALE)
-    path = _kubeconfig(
-        tmp_path / "kc", control_plane, {"u": _exec_plugin(tmp_path, token_file)}, current="u"
-    )
-    conn = connection(path)
-    token_file.write_text(control_plane.token)
+    conn = _connection_whose_plugin_token_rotated(control_plane, tmp_path)
     sent = await conn.credentials.auth()  # what both requests carried
     assert await conn.credentials.refresh(sent)  # the first 401: the plugin runs
     assert await conn.credentials.refresh(sent)  # the late one: retry, no second run
