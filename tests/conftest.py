@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,6 +65,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for fixture, marker in MARKER_BY_FIXTURE.items():
             if fixture in used:
                 item.add_marker(getattr(pytest.mark, marker))
+
+
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Under `--dist loadgroup`, stop the run if a worker's collection has no test in a
+    group: xdist puts an item in its group by appending `@<group>` to its id, and a
+    pytest whose node ids ignore that (pytest 9.2 with pytest-xdist 3.8,
+    pytest-xdist#1386) would spread every group over both workers in silence: each
+    file's module fixtures started twice, two real nodes on one set of addresses."""
+    if node.config.getoption("dist") != "loadgroup":
+        return
+    if ids and not any("@" in nodeid for nodeid in ids):
+        pytest.exit(
+            "pytest-xdist's --dist loadgroup grouped no test under pytest "
+            f"{pytest.__version__}: install the versions pyproject.toml pins "
+            "(scripts/test.sh does)",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
 
 
 def _group_of(item: pytest.Item) -> str:
