@@ -1,0 +1,98 @@
+"""The runtime snapshot: ConfigMap `<tj>-runtime-snapshot`, the runtime as the
+TrainJob first used it, under data key `runtime` as YAML (keys sorted, as Go's
+sigs.k8s.io/yaml writes them), owned by the TrainJob.
+
+Trainer builds every later JobSet (a resume, a re-apply while suspended) from the
+snapshot, never from the live runtime, so editing a runtime does not change the jobs
+already made from it. Trainer v2.3.0 keeps the snapshot even while the TrainJob is
+suspended, so a runtime fixed while a job waits (for Kueue, say) is not used when it
+resumes. tfjob takes the snapshot again from the live runtime while the TrainJob is
+suspended and the runtime's spec differs: the job resumes with the runtime as it is
+then. While the TrainJob runs, the snapshot holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import yaml
+
+from tfjob.api.kinds import OwnedKind
+from tfjob.api.training_runtime import TrainingRuntime, decode_runtime
+from tfjob.api.trainjob import API_VERSION, TrainJob, encode
+
+SUFFIX = "-runtime-snapshot"
+DATA_KEY = "runtime"
+CONFIGMAP = OwnedKind(
+    group="", version="v1", kind="ConfigMap", plural="configmaps", owned_fields=("data",)
+)
+
+
+class SnapshotError(ValueError):
+    """A snapshot ConfigMap that is not this TrainJob's snapshot of its runtime."""
+
+
+def snapshot_name(trainjob: TrainJob) -> str:
+    return f"{trainjob.metadata.name}{SUFFIX}"
+
+
+def runtime_yaml(runtime: TrainingRuntime, kind: str) -> str:
+    document = encode(runtime)
+    document["apiVersion"] = runtime.api_version or API_VERSION
+    document["kind"] = runtime.kind or kind
+    return yaml.safe_dump(document, sort_keys=True, default_flow_style=False)
+
+
+def snapshot_configmap(
+    trainjob: TrainJob, runtime: TrainingRuntime, kind: str, owner: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": snapshot_name(trainjob),
+            "namespace": trainjob.metadata.namespace,
+            "ownerReferences": [owner],
+        },
+        "data": {DATA_KEY: runtime_yaml(runtime, kind)},
+    }
+
+
+def read_snapshot(trainjob: TrainJob, configmap: dict[str, Any]) -> TrainingRuntime:
+    """The runtime a snapshot holds; SnapshotError if it is not this TrainJob's (another
+    controller owns it, no data, another runtime than spec.runtimeRef names)."""
+    owners = (configmap.get("metadata") or {}).get("ownerReferences") or []
+    controller = next((o for o in owners if o.get("controller")), None)
+    if controller is None or controller.get("uid") != trainjob.metadata.uid:
+        raise SnapshotError(
+            "invalid runtime snapshot: a snapshot configmap exists but is owned by another object"
+        )
+    text = (configmap.get("data") or {}).get(DATA_KEY)
+    if text is None:
+        raise SnapshotError(
+            f'invalid runtime snapshot: snapshot ConfigMap missing "{DATA_KEY}" data key'
+        )
+    try:
+        runtime = decode_runtime(yaml.safe_load(text) or {})
+    except (yaml.YAMLError, msgspec.ValidationError) as err:
+        raise SnapshotError(
+            f"invalid runtime snapshot: unable to unmarshal the snapshot: {err}"
+        ) from err
+    ref = trainjob.spec.runtime_ref
+    group = runtime.api_version.split("/")[0] if "/" in runtime.api_version else ""
+    if (
+        runtime.metadata.name != ref.name
+        or runtime.kind != ref.kind_or_default
+        or group != ref.group_or_default
+    ):
+        raise SnapshotError(
+            "invalid runtime snapshot: the snapshot refers to the wrong runtime: expecting "
+            f'"{ref.name}", "{ref.group_or_default}", "{ref.kind_or_default}" but found '
+            f'"{runtime.metadata.name}", "{group}", "{runtime.kind}"'
+        )
+    return runtime
+
+
+def same_spec(a: TrainingRuntime, b: TrainingRuntime) -> bool:
+    return bool(encode(a.spec) == encode(b.spec))
