@@ -2,9 +2,10 @@
 
 The steps follow Trainer v2.3.0's (`pkg/runtime/core`, the framework plugins, the
 JobSet builder), each one's effect landing where Trainer's lands:
-1. the runtime's template, its runtimePatches merged in order (patches.py); the JobSet's
-   labels and annotations are the template's and the patches' (the TrainJob's own do
-   not propagate);
+1. the runtime's template, its runtimePatches merged in order (patches.py), with the
+   empty parts Go's typed structs write (typed.py); the JobSet's labels and
+   annotations are the template's and the patches' (the TrainJob's own do not
+   propagate);
 2. one pod set per replicated job: its count is the template's parallelism, or for the
    trainer step (label `trainer.kubeflow.org/trainjob-ancestor-step: trainer`) the
    runtime's numNodes; resourcesPerNode merged into the trainer's `node` container
@@ -28,6 +29,7 @@ from tfjob.api.trainjob import API_VERSION, KIND, InitializerSource, TrainJob
 from tfjob.core.trainjob.patches import patched_metadata, patched_spec
 from tfjob.core.trainjob.podgroup import pod_group, pod_marks
 from tfjob.core.trainjob.resources import apply_resources, runtime_node_resources
+from tfjob.core.trainjob.typed import with_typed_defaults
 from tfjob.frameworks.mlpolicy.base import (
     ANCESTOR_LABEL,
     ANCESTOR_TRAINER,
@@ -84,6 +86,7 @@ def build(
         template.get("metadata") or {}, trainjob.spec.runtime_patches
     )
     spec = patched_spec(template.get("spec") or {}, trainjob.spec.runtime_patches)
+    with_typed_defaults(spec)
     nodes = NodeBuild(trainjob=trainjob, policy=policy or MLPolicy(), pod_sets=[])
     nodes.pod_sets = _pod_sets(trainjob, policy, spec)
     nodes.resources_per_node = _resources_per_node(trainjob, spec)

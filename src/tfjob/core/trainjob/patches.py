@@ -18,6 +18,7 @@ from tfjob.api.trainjob import RuntimePatch
 #: List fields with a merge strategy in the JobSet and core/v1 types, and their keys.
 MERGE_KEYS = {
     "replicatedJobs": "name",
+    "dependsOn": "name",
     "containers": "name",
     "initContainers": "name",
     "ephemeralContainers": "name",
