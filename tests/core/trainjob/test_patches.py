@@ -240,3 +240,35 @@ def test_volcano_pod_group_queue_and_annotation() -> None:
         "metadata"
     ]
     assert pod_meta == {"annotations": {"scheduling.k8s.io/group-name": "tj"}}
+
+
+def test_quantities_are_written_as_go_writes_them() -> None:
+    job = {**NODE_JOB}
+    job["template"] = {
+        **NODE_JOB["template"],
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "node",
+                            "resources": {
+                                "limits": {"cpu": "1000m", "memory": "2048Mi"},
+                                "requests": {"cpu": 0.5},
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    node = node_container(
+        jobset_of(
+            trainjob("rt", trainer={"resourcesPerNode": {"limits": {"nvidia.com/gpu": 1}}}),
+            _runtime(job),
+        )
+    )
+    assert node["resources"] == {
+        "limits": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"},
+        "requests": {"cpu": "500m"},
+    }

@@ -142,7 +142,7 @@ def test_xgboost_tracker_env_and_workers(shipped: Load) -> None:
         {"name": "DMLC_TASK_ID", "valueFrom": INDEX},
         {"name": "DMLC_NUM_WORKER", "value": "6"},  # 3 nodes x 2 GPUs
     ]
-    assert node["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+    assert node["resources"] == {"limits": {"nvidia.com/gpu": "2"}}  # as Go writes a Quantity
     assert node["ports"] == [{"containerPort": 29500}]
 
 

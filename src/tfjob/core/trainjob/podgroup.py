@@ -16,6 +16,7 @@ from tfjob.api.kinds import OwnedKind
 from tfjob.api.training_runtime import PodGroupPolicy
 from tfjob.core.gang import add_quantities, parse_quantity
 from tfjob.frameworks.mlpolicy.base import PodSet
+from tfjob.frameworks.mlpolicy.quantity import canonical
 
 COSCHEDULING = OwnedKind(
     group="scheduling.x-k8s.io", version="v1alpha1", kind="PodGroup", plural="podgroups"
@@ -95,7 +96,7 @@ def _min_resources(pod_sets: list[PodSet]) -> dict[str, str]:
     for ps in pod_sets:
         for name, value in pod_requests(ps.pod_spec).items():
             totals.setdefault(name, []).extend([value] * ps.count)
-    return {name: add_quantities(values) for name, values in sorted(totals.items())}
+    return {name: canonical(add_quantities(values)) for name, values in sorted(totals.items())}
 
 
 def pod_requests(pod_spec: dict[str, Any]) -> dict[str, str]:

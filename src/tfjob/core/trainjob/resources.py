@@ -2,7 +2,8 @@
 
 They are strategic-merged into the `node` container of the trainer step (and, with
 an MPI runtime whose launcher is a node, of the `node` job): limits and requests key
-by key, the TrainJob's value winning. Trainer writes back only limits and requests.
+by key, the TrainJob's value winning. Trainer writes back only limits and requests,
+in Go's canonical form.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfjob.frameworks.mlpolicy.base import ANCESTOR_LABEL, ANCESTOR_TRAINER, NODE
+from tfjob.frameworks.mlpolicy.quantity import canonical_resources
 
 
 def merged_resources(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -21,7 +23,7 @@ def merged_resources(base: dict[str, Any], override: dict[str, Any]) -> dict[str
         amounts = {**(base.get(key) or {}), **(override.get(key) or {})}
         if key in base or key in override:
             merged[key] = amounts
-    return merged
+    return canonical_resources(merged)
 
 
 def apply_resources(pod_spec: dict[str, Any], resources: dict[str, Any]) -> None:

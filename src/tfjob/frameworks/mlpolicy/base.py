@@ -10,13 +10,12 @@ by name, mounts by mount path, a port by number or by name.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, Protocol
 
 from tfjob.api.training_runtime import MLPolicy
 from tfjob.api.trainjob import TrainJob
+from tfjob.frameworks.mlpolicy import quantity
 
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 ANCESTOR_TRAINER = "trainer"
@@ -196,7 +195,7 @@ def user_env(env: dict[str, Any]) -> dict[str, Any]:
         copied["resourceFieldRef"] = {
             "containerName": ref.get("containerName", ""),
             "resource": ref.get("resource", ""),
-            "divisor": ref.get("divisor", "0"),
+            "divisor": quantity.canonical(ref.get("divisor", "0")),
         }
     for key in ("configMapKeyRef", "secretKeyRef"):
         if (ref := source.get(key)) is not None:
@@ -213,22 +212,6 @@ def user_envs(envs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # -- resources --------------------------------------------------------------------------
 
-_SUFFIXES = {
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50), "Ei": Decimal(2**60), "n": Decimal("1e-9"), "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"), "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"),
-    "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18"),
-}  # fmt: skip
-
-
-def quantity_value(text: Any) -> int:
-    """A quantity as Kubernetes' Quantity.Value(): rounded up to a whole number."""
-    raw = str(text).strip()
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if raw.endswith(suffix) and raw[: -len(suffix)]:
-            return math.ceil(Decimal(raw[: -len(suffix)]) * _SUFFIXES[suffix])
-    return math.ceil(Decimal(raw)) if raw else 0
-
 
 def gpus_per_node(resources: dict[str, Any]) -> int:
     """The first resource whose name holds "gpu": its request, else its limit."""
@@ -236,7 +219,7 @@ def gpus_per_node(resources: dict[str, Any]) -> int:
     def count(amounts: dict[str, Any] | None) -> int:
         for name, value in (amounts or {}).items():
             if "gpu" in name.lower():
-                return quantity_value(value)
+                return quantity.value(value)
         return 0
 
     return count(resources.get("requests")) or count(resources.get("limits"))
@@ -245,7 +228,7 @@ def gpus_per_node(resources: dict[str, Any]) -> int:
 def cpus_per_node(resources: dict[str, Any]) -> int:
     """The CPU request (rounded up), else the CPU limit, else 0."""
     request = (resources.get("requests") or {}).get("cpu")
-    if request is not None and quantity_value(request) != 0:
-        return quantity_value(request)
+    if request is not None and quantity.value(request) != 0:
+        return quantity.value(request)
     limit = (resources.get("limits") or {}).get("cpu")
-    return 0 if limit is None else quantity_value(limit)
+    return 0 if limit is None else quantity.value(limit)
