@@ -354,3 +354,14 @@ def test_unsupported_mlpolicy_source_fails() -> None:
 
 def test_same_inputs_same_plan() -> None:
     assert plan(trainjob("rt"), RT) == plan(trainjob("rt"), RT)
+
+
+def test_a_runtime_with_a_bad_quantity_fails_the_trainjob() -> None:
+    spec = msgspec.to_builtins(RT.spec)
+    spec["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]["resources"] = {"limits": {"cpu": "lots"}}
+    result = plan(trainjob("rt"), runtime(spec))
+    assert result.status.conditions[0].reason == "InvalidTrainingRuntime"
+    assert "lots" in result.status.conditions[0].message
+    assert result.actions == []

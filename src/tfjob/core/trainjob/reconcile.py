@@ -14,8 +14,9 @@ TrainJob go on:
   TrainingRuntimeNotSupported meant, a nil-pointer panic each reconcile instead);
 - a runtime that does not exist (Trainer: a Warning Event, retried forever), reason
   TrainingRuntimeNotFound;
-- a runtime whose mlPolicy cannot be applied, or a snapshot that is not this
-  TrainJob's (Trainer: an Event, retried forever), reason InvalidTrainingRuntime.
+- a runtime that cannot be built (an mlPolicy tfjob cannot apply, a quantity that
+  is none), or a snapshot that is not this TrainJob's (Trainer: an Event, retried
+  forever), reason InvalidTrainingRuntime.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from tfjob.core.trainjob.snapshot import (
     same_spec,
     snapshot_configmap,
 )
-from tfjob.frameworks.mlpolicy.base import MLPolicyError
 
 REASON_RUNTIME_NOT_FOUND = "TrainingRuntimeNotFound"
 REASON_INVALID_RUNTIME = "InvalidTrainingRuntime"
@@ -182,7 +182,7 @@ def _objects(
         built = build(
             trainjob, runtime, secret_exists=observed.mpi_secret is not None, key_pair=key_pair
         )
-    except MLPolicyError as err:
+    except ValueError as err:  # MLPolicyError, or a quantity that is none
         raise _Failure(REASON_INVALID_RUNTIME, str(err)) from err
     owner = owner_reference(trainjob)
     actions: list[TrainJobAction] = []
