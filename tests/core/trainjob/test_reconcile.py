@@ -365,3 +365,16 @@ def test_a_runtime_with_a_bad_quantity_fails_the_trainjob() -> None:
     assert result.status.conditions[0].reason == "InvalidTrainingRuntime"
     assert "lots" in result.status.conditions[0].message
     assert result.actions == []
+
+
+def test_every_kind_a_plan_writes_is_watched(shipped: Any) -> None:
+    from tfjob.core.trainjob.plan import watched_kinds
+
+    kinds = {(k.api_version, k.kind) for k in watched_kinds()}
+    written = plan(
+        trainjob("deepspeed-distributed", suspend=True), shipped("deepspeed-distributed")
+    ).actions
+    coscheduled = runtime({**msgspec.to_builtins(RT.spec), "podGroupPolicy": {"coscheduling": {}}})
+    written += plan(trainjob("rt"), coscheduled).actions
+    assert {(a.kind.api_version, a.kind.kind) for a in written} <= kinds
+    assert {a.kind.kind for a in written} == {"ConfigMap", "Secret", "JobSet", "PodGroup"}

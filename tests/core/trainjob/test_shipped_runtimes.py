@@ -263,3 +263,19 @@ def test_mpi_secret_is_made_once(shipped: Load) -> None:
         trainjob("deepspeed-distributed", trainer=TRAINER), shipped("deepspeed-distributed")
     )
     assert [a.manifest["kind"] for a in first.actions if isinstance(a, CreateObject)] == ["Secret"]
+
+
+def test_a_key_pair_is_asked_for_only_while_the_secret_is_to_be_made(shipped: Load) -> None:
+    from tfjob.core.trainjob.plan import Observed
+    from tfjob.core.trainjob.reconcile import reconcile_trainjob
+
+    from .conftest import NOW
+
+    job, rt = trainjob("deepspeed-distributed", trainer=TRAINER), shipped("deepspeed-distributed")
+    asked = reconcile_trainjob(job, rt, Observed(), NOW)
+    assert asked.needs_key_pair and asked.actions == [] and not asked.status_changed
+    existing = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tj-mpi-ssh-auth"}}
+    assert not reconcile_trainjob(job, rt, Observed(mpi_secret=existing), NOW).needs_key_pair
+    assert not reconcile_trainjob(
+        trainjob(trainer=TRAINER), shipped("torch-distributed"), Observed(), NOW
+    ).needs_key_pair

@@ -34,6 +34,7 @@ from tfjob.frameworks.mlpolicy.base import (
     ANCESTOR_LABEL,
     ANCESTOR_TRAINER,
     NODE,
+    KeyPair,
     MLPolicyError,
     NodeBuild,
     PodSet,
@@ -73,9 +74,10 @@ def owner_reference(trainjob: TrainJob) -> dict[str, Any]:
 
 
 def build(
-    trainjob: TrainJob, runtime: TrainingRuntime, *, secret_exists: bool, key_pair: Any
+    trainjob: TrainJob, runtime: TrainingRuntime, *, secret_exists: bool, key_pair: KeyPair | None
 ) -> Built:
-    """The objects for `trainjob` from `runtime`; MLPolicyError if they cannot be made."""
+    """The objects for `trainjob` from `runtime`; MLPolicyError if they cannot be made,
+    KeyPairNeeded if an MPI Secret is to be made and `key_pair` is None."""
     policy = runtime.spec.ml_policy
     handler = handler_for(None if policy is None else policy.source)
     if handler is None:

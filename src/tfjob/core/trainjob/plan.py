@@ -16,6 +16,8 @@ import msgspec
 from tfjob.api.kinds import OwnedKind
 from tfjob.api.trainjob import TrainJobStatus
 from tfjob.core.plan import DeleteOwned, Event
+from tfjob.core.trainjob.podgroup import COSCHEDULING, VOLCANO
+from tfjob.core.trainjob.snapshot import CONFIGMAP
 
 FIELD_MANAGER = "trainer"
 
@@ -74,3 +76,12 @@ class TrainJobPlan(msgspec.Struct, kw_only=True):
     status_changed: bool = False
     # Seconds until the active deadline: the shell reconciles again then.
     requeue_after: float | None = None
+    # The pass needs a fresh MPI key pair (its Secret is to be made) and was given
+    # none: nothing else is planned; the shell calls again with one. A key pair is
+    # costly to make, so the shell makes one only when asked.
+    needs_key_pair: bool = False
+
+
+def watched_kinds() -> tuple[OwnedKind, ...]:
+    """Every kind of object a TrainJob's plans write: what the shell watches, by owner."""
+    return (JOBSET, CONFIGMAP, SECRET, COSCHEDULING, VOLCANO)

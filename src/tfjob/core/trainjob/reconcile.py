@@ -48,6 +48,7 @@ from tfjob.core.trainjob.snapshot import (
     same_spec,
     snapshot_configmap,
 )
+from tfjob.frameworks.mlpolicy.base import KeyPair, KeyPairNeeded
 
 REASON_RUNTIME_NOT_FOUND = "TrainingRuntimeNotFound"
 REASON_INVALID_RUNTIME = "InvalidTrainingRuntime"
@@ -68,11 +69,11 @@ def reconcile_trainjob(
     runtime: TrainingRuntime | None,
     observed: Observed,
     now: datetime,
-    key_pair: Any = None,
+    key_pair: KeyPair | None = None,
 ) -> TrainJobPlan:
     """The plan for one pass. `runtime`: the one spec.runtimeRef names, None if it does
-    not exist; `key_pair`: a fresh `frameworks.mlpolicy.mpi.KeyPair` for an MPI
-    runtime's Secret (used only when the Secret does not exist yet)."""
+    not exist; `key_pair`: a fresh key pair for an MPI runtime's Secret, used only
+    while that Secret does not exist (without one then: `needs_key_pair`)."""
     old = trainjob.status
     if not trainjob.spec.managed_by_us:
         return TrainJobPlan(status=old)
@@ -86,6 +87,8 @@ def reconcile_trainjob(
     elif not (st.finished(status) or kept_failed is not None):
         try:
             actions = _objects(trainjob, runtime, observed, key_pair)
+        except KeyPairNeeded:
+            return TrainJobPlan(status=old, needs_key_pair=True)
         except _Failure as failure:
             status = st.with_failed(status, failure.reason, failure.message, now)
             events.append(Event(type="Warning", reason=EVENT_REASON, message=_event(failure)))
@@ -175,7 +178,7 @@ def _not_found(trainjob: TrainJob) -> str:
 
 
 def _objects(
-    trainjob: TrainJob, live: TrainingRuntime | None, observed: Observed, key_pair: Any
+    trainjob: TrainJob, live: TrainingRuntime | None, observed: Observed, key_pair: KeyPair | None
 ) -> list[TrainJobAction]:
     runtime, write_snapshot = _runtime(trainjob, live, observed)
     try:

@@ -119,6 +119,20 @@ class Handler(Protocol):
 
 
 @dataclass(frozen=True)
+class KeyPair:
+    """An MPI Secret's key pair: the private key as PEM ("EC PRIVATE KEY", P-521) and
+    the public key as an authorized_keys line, both as the Secret holds them. The
+    caller generates it (randomness is an input, like the clock)."""
+
+    private_pem: bytes
+    public_authorized_key: bytes
+
+
+class KeyPairNeeded(Exception):
+    """The build needs a key pair and was given none: call again with one."""
+
+
+@dataclass(frozen=True)
 class SideParts:
     """What a source's side objects need from outside the build: the owner reference,
     whether the MPI Secret exists already (it is immutable: made once), and the key
@@ -126,7 +140,7 @@ class SideParts:
 
     owner: dict[str, Any]
     secret_exists: bool
-    key_pair: Any = None
+    key_pair: KeyPair | None = None
 
 
 # -- upserts, as Trainer's apply package does them ------------------------------------

@@ -8,20 +8,22 @@ names, the slots a node has, ssh retries). The hostfile lists every node pod,
 `<tj>-node-0-N.<tj> slots=S`, and the launcher's too with `runLauncherAsNode`
 (deepspeed, mlx), where the node job has one pod fewer than numNodes.
 
-The key pair is an input (`KeyPair`): the shell generates it, as it reads the clock,
-so this module stays pure.
+The key pair is an input (`base.KeyPair`, re-exported here): the shell generates it,
+as it reads the clock, so this module stays pure; without one, while the Secret is
+still to be made, the build stops with `KeyPairNeeded`.
 """
 
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from typing import Any
 
 from tfjob.api.training_runtime import MPIPolicy
 from tfjob.frameworks.mlpolicy.base import (
     LAUNCHER,
     NODE,
+    KeyPair,
+    KeyPairNeeded,
     MLPolicyError,
     NodeBuild,
     PodSet,
@@ -35,21 +37,13 @@ from tfjob.frameworks.mlpolicy.base import (
 
 SECRET_SUFFIX = "-mpi-ssh-auth"
 HOSTFILE_SUFFIX = "-mpi-hostfile"
+__all__ = ["MPI", "KeyPair", "KeyPairNeeded"]
 SSH_VOLUME = "mpi-ssh-auth"
 HOSTFILE_VOLUME = "mpi-hostfile"
 HOSTFILE_DIR = "/etc/mpi"
 HOSTFILE = "hostfile"
 PRIVATE_KEY = "ssh-privatekey"
 PUBLIC_KEY = "ssh-publickey"
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    """The Secret's key pair: the private key as PEM ("EC PRIVATE KEY", P-521) and the
-    public key as an authorized_keys line, both as the Secret holds them."""
-
-    private_pem: bytes
-    public_authorized_key: bytes
 
 
 def policy_of(build: NodeBuild) -> MPIPolicy:
@@ -110,8 +104,8 @@ class MPI:
         """The Secret (only while none exists: it is immutable) and the hostfile."""
         objects: list[dict[str, Any]] = []
         if not parts.secret_exists:
-            if not isinstance(parts.key_pair, KeyPair):
-                raise MLPolicyError("an MPI runtime needs a key pair for its ssh Secret")
+            if parts.key_pair is None:
+                raise KeyPairNeeded
             objects.append(_secret(build, parts, parts.key_pair))
         objects.append(_hostfile(build, endpoints, parts))
         return objects
