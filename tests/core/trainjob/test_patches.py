@@ -272,3 +272,29 @@ def test_quantities_are_written_as_go_writes_them() -> None:
         "limits": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"},
         "requests": {"cpu": "500m"},
     }
+
+
+def test_empty_lists_and_maps_are_left_out_as_go_leaves_them() -> None:
+    job = {**NODE_JOB}
+    job["template"] = {
+        **NODE_JOB["template"],
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeSelector": {},
+                    "tolerations": [],
+                    "containers": [
+                        {"name": "node", "image": "i", "command": ["run"], "args": [], "env": []}
+                    ],
+                }
+            }
+        },
+    }
+    jobset = jobset_of(trainjob("rt", trainer={"command": []}), _runtime(job))
+    pod = replicated(jobset, "node")["template"]["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod and "tolerations" not in pod
+    node = node_container(jobset)
+    assert "command" not in node  # an empty command given removes the runtime's, as in Trainer
+    assert "args" not in node
+    assert node["resources"] == {}  # a struct: written empty
+    assert replicated(jobset, "node")["template"]["spec"]["template"]["metadata"] == {}

@@ -29,7 +29,7 @@ from tfjob.api.trainjob import API_VERSION, KIND, InitializerSource, TrainJob
 from tfjob.core.trainjob.patches import patched_metadata, patched_spec
 from tfjob.core.trainjob.podgroup import pod_group, pod_marks
 from tfjob.core.trainjob.resources import apply_resources, runtime_node_resources
-from tfjob.core.trainjob.typed import with_typed_defaults
+from tfjob.core.trainjob.typed import omitted_empties, with_typed_defaults
 from tfjob.frameworks.mlpolicy.base import (
     ANCESTOR_LABEL,
     ANCESTOR_TRAINER,
@@ -136,7 +136,12 @@ def _jobset(
     if annotations:
         metadata["annotations"] = annotations
     metadata["ownerReferences"] = [owner_reference(trainjob)]
-    return {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": spec}
+    return {
+        "apiVersion": JOBSET_API_VERSION,
+        "kind": "JobSet",
+        "metadata": metadata,
+        "spec": omitted_empties(spec),
+    }
 
 
 def ancestor_of(job: dict[str, Any]) -> str | None:

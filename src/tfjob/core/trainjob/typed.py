@@ -4,8 +4,11 @@ Trainer reads the runtime's JobSet spec into typed Go structs and back before it
 applies it, so every struct-valued field without `omitempty` effect is written even
 when empty: each replicated job's Job template and pod template get `metadata: {}`,
 each container and init container `resources: {}`; and every quantity is written
-in Go's canonical form (`1000m` as `1`, a number as a string). tfjob writes the
-same, so the applied JobSet is the same object.
+in Go's canonical form (`1000m` as `1`, a number as a string). What Go omits when
+empty is left out (`omitted_empties`): every empty list (`command: []` from a
+TrainJob removes the runtime's command, as in Trainer) and every empty map (labels,
+a nodeSelector, limits). tfjob writes the same, so the applied JobSet is the same
+object.
 """
 
 from __future__ import annotations
@@ -32,3 +35,27 @@ def with_typed_defaults(spec: dict[str, Any]) -> None:
             empty_dir = volume.get("emptyDir")
             if isinstance(empty_dir, dict) and empty_dir.get("sizeLimit") is not None:
                 empty_dir["sizeLimit"] = canonical(empty_dir["sizeLimit"])
+
+
+#: Fields that are Go maps (empty: omitted); other objects are structs (kept as {}).
+MAP_FIELDS = frozenset(
+    {"labels", "annotations", "nodeSelector", "limits", "requests", "overhead", "matchLabels",
+     "volumeAttributes", "data"}
+)  # fmt: skip
+
+
+def omitted_empties(value: Any, field: str = "") -> Any:
+    """`value` without the empty lists and empty maps Go leaves out when it writes."""
+    if isinstance(value, dict):
+        kept = {}
+        for key, item in value.items():
+            item = omitted_empties(item, key)
+            if isinstance(item, list) and not item:
+                continue
+            if isinstance(item, dict) and not item and key in MAP_FIELDS:
+                continue
+            kept[key] = item
+        return kept
+    if isinstance(value, list):
+        return [omitted_empties(item, field) for item in value]
+    return value

@@ -160,6 +160,8 @@ def _upsert(items: list[dict[str, Any]], item: dict[str, Any], same: Any) -> Non
 
 
 def upsert_env(container: dict[str, Any], *envs: dict[str, Any]) -> None:
+    if not envs:
+        return
     items = container.setdefault("env", [])
     for env in envs:
         _upsert(items, env, lambda a, b: a.get("name") == b.get("name"))
