@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from tfjob.core.trainjob.plan import Observed
 
 from .conftest import (
@@ -298,3 +300,103 @@ def test_empty_lists_and_maps_are_left_out_as_go_leaves_them() -> None:
     assert "args" not in node
     assert node["resources"] == {}  # a struct: written empty
     assert replicated(jobset, "node")["template"]["spec"]["template"]["metadata"] == {}
+
+
+def test_torch_env_injection_targets_get_the_pet_env() -> None:
+    sidecar = {
+        "name": "monitor",
+        "template": {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "initContainers": [{"name": "probe", "image": "p"}],
+                        "containers": [{"name": "agent", "image": "a"}],
+                    }
+                }
+            }
+        },
+    }
+    rt = _runtime(NODE_JOB, sidecar)
+    rt = runtime(
+        {
+            **_plain(rt),
+            "mlPolicy": {
+                "numNodes": 2,
+                "torch": {
+                    "envInjection": {
+                        "targets": [{"jobName": "monitor", "containerNames": ["agent", "probe"]}]
+                    }
+                },
+            },
+        }
+    )
+    jobset = jobset_of(trainjob("rt"), rt)
+    pod = replicated(jobset, "monitor")["template"]["spec"]["template"]["spec"]
+    for container in (pod["containers"][0], pod["initContainers"][0]):
+        assert [e["name"] for e in container["env"]] == [
+            "PET_NNODES",
+            "PET_NPROC_PER_NODE",
+            "PET_NODE_RANK",
+            "PET_MASTER_ADDR",
+            "PET_MASTER_PORT",
+        ]
+        assert "ports" not in container
+    bad = runtime(
+        {
+            **_plain(rt),
+            "mlPolicy": {
+                "torch": {
+                    "envInjection": {
+                        "targets": [{"jobName": "monitor", "containerNames": ["gone"]}]
+                    }
+                }
+            },
+        }
+    )
+    result = plan(trainjob("rt"), bad)
+    assert (
+        result.status.conditions[0].message
+        == 'envInjection target podSet "monitor" container "gone" not found in runtime template'
+    )
+
+
+def _plain(rt: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = msgspec.to_builtins(rt.spec)
+    return spec
+
+
+def test_template_fields_the_model_does_not_know_reach_the_jobset() -> None:
+    job = {**NODE_JOB, "groupName": "g"}
+    rt = runtime(
+        {
+            "mlPolicy": {"torch": {}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [job],
+                    "coordinator": {"replicatedJob": "node"},
+                    "ttlSecondsAfterFinished": 30,
+                }
+            },
+        }
+    )
+    jobset = jobset_of(trainjob("rt"), rt)
+    assert jobset["spec"]["coordinator"] == {"replicatedJob": "node"}
+    assert jobset["spec"]["ttlSecondsAfterFinished"] == 30
+    assert replicated(jobset, "node")["groupName"] == "g"
+
+
+def test_the_runtime_given_is_not_changed() -> None:
+    rt = _runtime(NODE_JOB)
+    before = msgspec.to_builtins(rt)
+    plan(
+        trainjob(
+            "rt",
+            trainer={
+                "numNodes": 4,
+                "env": [{"name": "A", "value": "1"}],
+                "resourcesPerNode": {"limits": {"cpu": "1"}},
+            },
+        ),
+        rt,
+    )
+    assert msgspec.to_builtins(rt) == before
