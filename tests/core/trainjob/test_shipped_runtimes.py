@@ -279,3 +279,28 @@ def test_a_key_pair_is_asked_for_only_while_the_secret_is_to_be_made(shipped: Lo
     assert not reconcile_trainjob(
         trainjob(trainer=TRAINER), shipped("torch-distributed"), Observed(), NOW
     ).needs_key_pair
+
+
+def test_hostfile_applied_only_when_it_differs(shipped: Load) -> None:
+    from tfjob.core.trainjob.plan import Observed
+
+    job, rt = trainjob("deepspeed-distributed", trainer=TRAINER), shipped("deepspeed-distributed")
+    first = plan(job, rt)
+    hostfile = applied(first, "ConfigMap", "tj-mpi-hostfile")
+    secret = applied(first, "Secret")
+    running = Observed(
+        jobset=applied(first, "JobSet"),
+        mpi_secret=secret,
+        mpi_hostfile=hostfile,
+        snapshot=applied(first, "ConfigMap", "tj-runtime-snapshot"),
+    )
+    assert plan(job, rt, running).actions == []
+    stale = Observed(
+        jobset=running.jobset,
+        mpi_secret=secret,
+        snapshot=running.snapshot,
+        mpi_hostfile={**hostfile, "data": {"hostfile": "old\n"}},
+    )
+    assert [a.manifest["metadata"]["name"] for a in plan(job, rt, stale).actions] == [
+        "tj-mpi-hostfile"
+    ]

@@ -59,11 +59,12 @@ TrainJobAction = ApplyObject | CreateObject | DeleteOwned
 class Observed(msgspec.Struct, kw_only=True):
     """What the shell observed of the TrainJob's objects (whole, as decoded JSON), each
     None when there is none: the JobSet (with its status), the runtime snapshot
-    ConfigMap, the MPI Secret, and the PodGroup."""
+    ConfigMap, the MPI Secret and hostfile ConfigMap, and the PodGroup."""
 
     jobset: dict[str, Any] | None = None
     snapshot: dict[str, Any] | None = None
     mpi_secret: dict[str, Any] | None = None
+    mpi_hostfile: dict[str, Any] | None = None
     pod_group: dict[str, Any] | None = None
 
 

@@ -193,7 +193,7 @@ def _objects(
         kind = trainjob.spec.runtime_ref.kind_or_default
         manifest = snapshot_configmap(trainjob, runtime, kind, owner)
         actions.append(ApplyObject(kind=CONFIGMAP, manifest=manifest))
-    actions.extend(_side_objects(built))
+    actions.extend(_side_objects(built, observed))
     suspended = trainjob.spec.suspended
     group_kind = kind_of(runtime.spec.pod_group_policy)
     wants_group = observed.pod_group is None or suspended
@@ -204,14 +204,26 @@ def _objects(
     return actions
 
 
-def _side_objects(built: Built) -> list[TrainJobAction]:
+def _side_objects(built: Built, observed: Observed) -> list[TrainJobAction]:
+    """The MPI Secret to create; the hostfile to apply unless it is as wanted (Trainer
+    applies it every pass: the same object, one request fewer)."""
     actions: list[TrainJobAction] = []
     for manifest in built.objects:
         if manifest["kind"] == "Secret":
             actions.append(CreateObject(kind=SECRET, manifest=manifest))
-        else:
+        elif not _as_wanted(observed.mpi_hostfile, manifest):
             actions.append(ApplyObject(kind=CONFIGMAP, manifest=manifest))
     return actions
+
+
+def _as_wanted(observed: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+    if observed is None:
+        return False
+    owners = (observed.get("metadata") or {}).get("ownerReferences") or []
+    return (
+        observed.get("data") == wanted["data"]
+        and wanted["metadata"]["ownerReferences"][0] in owners
+    )
 
 
 def _jobset_suspended(jobset: dict[str, Any]) -> bool:
