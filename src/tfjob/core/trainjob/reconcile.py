@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from tfjob.api import trainjob as tj
+from tfjob.api.errors import PermanentError
 from tfjob.api.training_runtime import RUNTIME_KINDS, TrainingRuntime
 from tfjob.api.trainjob import TrainJob, TrainJobStatus, encode
 from tfjob.core.plan import DeleteOwned, Event
@@ -57,7 +58,9 @@ OWN_REASONS = (tj.REASON_RUNTIME_NOT_SUPPORTED, REASON_RUNTIME_NOT_FOUND, REASON
 EVENT_REASON = "TrainJobResourcesCreationFailed"
 
 
-class _Failure(Exception):
+class _Failure(PermanentError):
+    """Why this pass cannot make the TrainJob's objects: its Failed reason and message."""
+
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason

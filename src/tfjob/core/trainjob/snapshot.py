@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from tfjob.api.errors import PermanentError
 from tfjob.api.kinds import OwnedKind
 from tfjob.api.training_runtime import TrainingRuntime, decode_runtime
 from tfjob.api.trainjob import API_VERSION, TrainJob, encode
@@ -29,7 +30,7 @@ CONFIGMAP = OwnedKind(
 )
 
 
-class SnapshotError(ValueError):
+class SnapshotError(PermanentError, ValueError):
     """A snapshot ConfigMap that is not this TrainJob's snapshot of its runtime."""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tfjob.api.errors import PermanentError, TemporaryError
 from tfjob.api.training_runtime import MLPolicy
 from tfjob.api.trainjob import TrainJob
 from tfjob.frameworks.mlpolicy import quantity
@@ -27,7 +28,7 @@ TRAINER_PORT = 29500
 COMPLETION_INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 
-class MLPolicyError(ValueError):
+class MLPolicyError(PermanentError, ValueError):
     """The runtime's mlPolicy cannot be applied to this TrainJob: the TrainJob fails
     with the message (Trainer retries it forever)."""
 
@@ -128,7 +129,7 @@ class KeyPair:
     public_authorized_key: bytes
 
 
-class KeyPairNeeded(Exception):
+class KeyPairNeeded(TemporaryError):
     """The build needs a key pair and was given none: call again with one."""
 
 
