@@ -31,6 +31,14 @@ TRAINJOB: dict[str, Any] = {
         "labels": {"a": "b"},
         "finalizers": ["x.io/f"],
         "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "1"}],
+        "managedFields": [
+            {
+                "manager": "kubectl",
+                "operation": "Apply",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {}},
+            }
+        ],
     },
     "spec": {
         "runtimeRef": {

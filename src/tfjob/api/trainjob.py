@@ -158,6 +158,8 @@ class Metadata(ObjectMeta):
     generate_name: str = ""
     finalizers: list[str] = []
     owner_references: list[dict[str, Any]] = []
+    # Kept when given: Trainer's runtime snapshot holds the runtime's managedFields.
+    managed_fields: list[dict[str, Any]] = []
 
 
 class TrainJob(Wire):

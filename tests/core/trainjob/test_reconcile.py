@@ -378,3 +378,72 @@ def test_every_kind_a_plan_writes_is_watched(shipped: Any) -> None:
     written += plan(trainjob("rt"), coscheduled).actions
     assert {(a.kind.api_version, a.kind.kind) for a in written} <= kinds
     assert {a.kind.kind for a in written} == {"ConfigMap", "Secret", "JobSet", "PodGroup"}
+
+
+def test_snapshot_text_is_the_runtime_as_go_writes_it() -> None:
+    rt = runtime(
+        {
+            "mlPolicy": {"numNodes": 2, "torch": {}},
+            "template": {
+                "metadata": {"annotations": {"a": "y"}},
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {
+                                    "template": {
+                                        "spec": {
+                                            "containers": [
+                                                {
+                                                    "name": "node",
+                                                    "image": "i",
+                                                    "args": [],
+                                                    "resources": {
+                                                        "limits": {"cpu": 4},
+                                                        "requests": {"cpu": "1000m"},
+                                                    },
+                                                }
+                                            ]
+                                        }
+                                    }
+                                }
+                            },
+                        }
+                    ]
+                },
+            },
+        }
+    )
+    text = applied(plan(trainjob("rt"), rt), "ConfigMap")["data"]["runtime"]
+    assert text == (
+        "apiVersion: trainer.kubeflow.org/v1alpha1\n"
+        "kind: ClusterTrainingRuntime\n"
+        "metadata:\n"
+        "  name: rt\n"
+        "spec:\n"
+        "  mlPolicy:\n"
+        "    numNodes: 2\n"
+        "    torch: {}\n"
+        "  template:\n"
+        "    metadata:\n"
+        "      annotations:\n"
+        '        a: "y"\n'
+        "    spec:\n"
+        "      replicatedJobs:\n"
+        "      - name: node\n"
+        "        template:\n"
+        "          metadata: {}\n"
+        "          spec:\n"
+        "            template:\n"
+        "              metadata: {}\n"
+        "              spec:\n"
+        "                containers:\n"
+        "                - image: i\n"
+        "                  name: node\n"
+        "                  resources:\n"
+        "                    limits:\n"
+        '                      cpu: "4"\n'
+        "                    requests:\n"
+        '                      cpu: "1"\n'
+    )

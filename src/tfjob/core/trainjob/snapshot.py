@@ -1,6 +1,9 @@
 """The runtime snapshot: ConfigMap `<tj>-runtime-snapshot`, the runtime as the
-TrainJob first used it, under data key `runtime` as YAML (keys sorted, as Go's
-sigs.k8s.io/yaml writes them), owned by the TrainJob.
+TrainJob first used it, under data key `runtime` as YAML written as Go's
+sigs.k8s.io/yaml writes it (keys sorted, strings in double quotes, the runtime
+through Go's typed structs), owned by the TrainJob. Given the runtime as the API
+server returned it, managedFields included, the text is Trainer v2.3.0's to the byte
+(checked against a running Trainer).
 
 Trainer builds every later JobSet (a resume, a re-apply while suspended) from the
 snapshot, never from the live runtime, so editing a runtime does not change the jobs
@@ -22,6 +25,7 @@ from tfjob.api.errors import PermanentError
 from tfjob.api.kinds import OwnedKind
 from tfjob.api.training_runtime import TrainingRuntime, decode_runtime
 from tfjob.api.trainjob import API_VERSION, TrainJob, encode
+from tfjob.core.trainjob.typed import omitted_empties, with_typed_defaults
 
 SUFFIX = "-runtime-snapshot"
 DATA_KEY = "runtime"
@@ -38,11 +42,37 @@ def snapshot_name(trainjob: TrainJob) -> str:
     return f"{trainjob.metadata.name}{SUFFIX}"
 
 
+class _GoYAML(yaml.SafeDumper):
+    """PyYAML writing scalars as Go's yaml does: quoted strings in double quotes, and
+    y/n (booleans to YAML 1.1) quoted too."""
+
+    def choose_scalar_style(self) -> str:
+        style: str = super().choose_scalar_style()
+        return '"' if style == "'" else style
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = '"' if data in ("y", "Y", "n", "N") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_GoYAML.add_representer(str, _str)
+
+
 def runtime_yaml(runtime: TrainingRuntime, kind: str) -> str:
+    """The runtime as Trainer writes it: through Go's typed structs (typed.py: empty
+    metadata and resources written, empty lists left out, canonical quantities), keys
+    sorted, managedFields included when the caller gave them."""
     document = encode(runtime)
     document["apiVersion"] = runtime.api_version or API_VERSION
     document["kind"] = runtime.kind or kind
-    return yaml.safe_dump(document, sort_keys=True, default_flow_style=False)
+    spec = document.setdefault("spec", {})
+    template = spec.setdefault("template", {})
+    template.setdefault("metadata", {})
+    job_spec = template.setdefault("spec", {})
+    with_typed_defaults(job_spec)
+    document["spec"] = omitted_empties(spec)
+    return yaml.dump(document, Dumper=_GoYAML, sort_keys=True, default_flow_style=False)
 
 
 def snapshot_configmap(
