@@ -400,3 +400,32 @@ def test_the_runtime_given_is_not_changed() -> None:
         rt,
     )
     assert msgspec.to_builtins(rt) == before
+
+
+def test_merged_lists_are_ordered_as_kubernetes_orders_them() -> None:
+    from tfjob.core.trainjob.patches import strategic_merge
+
+    original = {"containers": [{"name": "a"}, {"name": "b"}]}
+    # Named ones in their places; an item new to the list goes first.
+    merged = strategic_merge(original, {"containers": [{"name": "c"}, {"name": "b", "image": "x"}]})
+    assert [c["name"] for c in merged["containers"]] == ["c", "a", "b"]
+    assert merged["containers"][2] == {"name": "b", "image": "x"}
+    assert original == {"containers": [{"name": "a"}, {"name": "b"}]}
+    # A replicated job a patch adds (Trainer's webhook would refuse it) goes first too.
+    extra = {
+        "name": "extra",
+        "template": {"spec": {"template": {"spec": {"containers": [{"name": "x"}]}}}},
+    }
+    jobset = jobset_of(
+        trainjob(
+            "rt",
+            runtimePatches=[
+                {
+                    "manager": "a.io/m",
+                    "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [extra]}}},
+                }
+            ],
+        ),
+        _runtime(NODE_JOB),
+    )
+    assert [j["name"] for j in jobset["spec"]["replicatedJobs"]] == ["extra", "node"]

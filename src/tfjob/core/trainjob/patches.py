@@ -53,23 +53,65 @@ def strategic_merge(original: Any, patch: Any, field: str = "") -> Any:
 
 
 def _merge_list(original: list[Any], patch: list[Any], key: str) -> list[Any]:
+    """Merge by `key`, then order as apimachinery's strategic merge does: the items
+    the patch names in the patch's order and the others in the original's, merged
+    back by their original places; an item new to the list goes before the rest."""
     merged = [copy.deepcopy(item) for item in original]
     for item in patch:
-        at = next(
-            (
-                i
-                for i, have in enumerate(merged)
-                if isinstance(have, dict)
-                and isinstance(item, dict)
-                and have.get(key) == item.get(key)
-            ),
-            None,
-        )
+        at = _find(merged, key, item)
         if at is None:
             merged.append(copy.deepcopy(item))
         else:
             merged[at] = strategic_merge(merged[at], item)
-    return merged
+    patch_keys = [_key(item, key) for item in patch]
+    server_keys = [_key(item, key) for item in original]
+    named = sorted(
+        (m for m in merged if _key(m, key) in patch_keys),
+        key=lambda m: patch_keys.index(_key(m, key)),
+    )
+    others = sorted(
+        (m for m in merged if _key(m, key) not in patch_keys),
+        key=lambda m: server_keys.index(_key(m, key)) if _key(m, key) in server_keys else 0,
+    )
+    return _merge_sorted(others, named, server_keys, key)
+
+
+def _merge_sorted(left: list[Any], right: list[Any], order: list[Any], key: str) -> list[Any]:
+    result: list[Any] = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        if j >= len(right):
+            result.append(left[i])
+            i += 1
+        elif i >= len(left):
+            result.append(right[j])
+            j += 1
+        else:
+            lk, rk = _key(left[i], key), _key(right[j], key)
+            if lk in order and rk in order and order.index(lk) < order.index(rk):
+                result.append(left[i])
+                i += 1
+            else:
+                result.append(right[j])
+                j += 1
+    return result
+
+
+def _key(item: Any, key: str) -> Any:
+    return item.get(key) if isinstance(item, dict) else item
+
+
+def _find(items: list[Any], key: str, item: Any) -> int | None:
+    if not isinstance(item, dict):
+        return None
+    return next(
+        (
+            i
+            for i, have in enumerate(items)
+            if isinstance(have, dict) and have.get(key) == item.get(key)
+        ),
+        None,
+    )
 
 
 def _template(patch: RuntimePatch) -> dict[str, Any]:
