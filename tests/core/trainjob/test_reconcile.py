@@ -258,22 +258,24 @@ def test_deadline_counts_from_the_resume() -> None:
 def test_missing_runtime_fails_with_a_reason_until_it_exists() -> None:
     """Deliberate deviation: Trainer v2.3.0 only records an Event and retries forever."""
     missing = plan(trainjob("nope"), None)
-    assert _conditions(missing) == [
-        (
-            "Failed",
-            "True",
-            "TrainingRuntimeNotFound",
-            'ClusterTrainingRuntime "nope" specified in TrainJob is not found',
-        )
-    ]
+    message = 'not found ClusterTrainingRuntime specified in TrainJob: ClusterTrainingRuntime.trainer.kubeflow.org "nope" not found'
+    assert _conditions(missing) == [("Failed", "True", "TrainingRuntimeNotFound", message)]
     assert missing.actions == []
-    assert [(e.type, e.reason) for e in missing.events] == [
-        ("Warning", "TrainJobResourcesCreationFailed")
+    # The Event Trainer records, word for word (seen from a running Trainer).
+    assert [(e.type, e.reason, e.message) for e in missing.events] == [
+        (
+            "Warning",
+            "TrainJobResourcesCreationFailed",
+            f"TrainJob resources reconciliation failed: {message}",
+        )
     ]
     namespaced = plan(
         trainjob("nope", runtimeRef={"name": "nope", "kind": "TrainingRuntime"}), None
     )
-    assert 'TrainingRuntime "nope" in namespace "ns"' in namespaced.status.conditions[0].message
+    assert (
+        namespaced.status.conditions[0].message
+        == 'TrainingRuntime specified in TrainJob is not found: TrainingRuntime.trainer.kubeflow.org "nope" not found'
+    )
     # Created later: the Failed goes and the objects are made.
     job = _with_status(trainjob("rt"), msgspec.to_builtins(missing.status))
     found = plan(job, RT)

@@ -172,12 +172,12 @@ def _runtime(
 
 
 def _not_found(trainjob: TrainJob) -> str:
+    """Trainer v2.3.0's words for it (its Event's, after the prefix)."""
     ref = trainjob.spec.runtime_ref
+    missing = f'{ref.kind_or_default}.{tj.GROUP} "{ref.name}" not found'
     if ref.kind_or_default == tj.TRAINING_RUNTIME:
-        where = f'TrainingRuntime "{ref.name}" in namespace "{trainjob.metadata.namespace}"'
-    else:
-        where = f'ClusterTrainingRuntime "{ref.name}"'
-    return f"{where} specified in TrainJob is not found"
+        return f"TrainingRuntime specified in TrainJob is not found: {missing}"
+    return f"not found ClusterTrainingRuntime specified in TrainJob: {missing}"
 
 
 def _objects(
