@@ -20,7 +20,6 @@ JobSet builder), each one's effect landing where Trainer's lands:
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,8 +258,3 @@ def _mark_pods(spec: dict[str, Any], labels: dict[str, str], annotations: dict[s
             metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
         if annotations:
             metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
-
-
-def copy_runtime(runtime: TrainingRuntime) -> TrainingRuntime:
-    """A runtime whose template the build may change without touching the caller's."""
-    return copy.deepcopy(runtime)

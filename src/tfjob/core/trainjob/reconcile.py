@@ -27,7 +27,7 @@ from typing import Any
 from tfjob.api import trainjob as tj
 from tfjob.api.errors import PermanentError
 from tfjob.api.training_runtime import RUNTIME_KINDS, TrainingRuntime
-from tfjob.api.trainjob import TrainJob, TrainJobStatus, encode
+from tfjob.api.trainjob import Condition, TrainJob, TrainJobStatus, encode
 from tfjob.core.plan import DeleteOwned, Event
 from tfjob.core.trainjob import status as st
 from tfjob.core.trainjob.conditions import remove_condition
@@ -114,7 +114,9 @@ def reconcile_trainjob(
     )
 
 
-def _drop_failed(status: TrainJobStatus, observed: Observed) -> tuple[TrainJobStatus, Any]:
+def _drop_failed(
+    status: TrainJobStatus, observed: Observed
+) -> tuple[TrainJobStatus, Condition | None]:
     """The status without a Failed condition that is derived again this pass.
 
     A Failed the JobSet gave, whose JobSet is gone, is returned to be kept: Trainer
