@@ -199,8 +199,8 @@ def main() -> int:
     made = outputs(args.module_dir or module_dir())
     if args.check:
         stale = [str(p.relative_to(ROOT)) for p, text in made.items() if _read(p) != text]
-        for path in stale:
-            print(f"{path} differs from what tools/crd/trainer.py generates", file=sys.stderr)
+        for name in stale:
+            print(f"{name} differs from what tools/crd/trainer.py generates", file=sys.stderr)
         return 1 if stale else 0
     for path, text in made.items():
         path.parent.mkdir(parents=True, exist_ok=True)
