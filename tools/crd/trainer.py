@@ -82,6 +82,18 @@ resources:
 {resources}"""
 
 
+class _Dumper(yaml.SafeDumper):
+    """Writes multi-line strings (Trainer's descriptions) as blocks, as the module does."""
+
+
+def _string(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _string)
+
+
 def module_dir(module: str = MODULE, version: str = VERSION) -> Path:
     """The module's directory in Go's module cache (downloaded if it is not there)."""
     done = subprocess.run(
@@ -158,7 +170,7 @@ def crd_outputs(source: Path, validation: dict[str, Any]) -> dict[Path, str]:
     header = CRD_HEADER.format(
         module=MODULE, version=VERSION, source=f"{UPSTREAM_CRDS}/{source.name}"
     )
-    text = header + license_notice(raw) + yaml.safe_dump(crd, sort_keys=False, width=100)
+    text = header + license_notice(raw) + yaml.dump(crd, Dumper=_Dumper, sort_keys=False, width=100)
     schema = without_descriptions(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     return {
         MANIFESTS / f"{stem}-crd.yaml": text,
