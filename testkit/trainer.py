@@ -94,13 +94,17 @@ class TrainerManager(LoopbackManager):
 
     def webhooks_answer(self) -> bool:
         """Trainer's validator refuses (dry run) a TrainJob whose runtime does not
-        exist; without the webhook the API server would accept it."""
+        exist; without the webhook the API server would accept it, and a webhook it
+        cannot call fails with "failed calling webhook" instead."""
         status, body = self.plane.request(
             "POST",
             f"{API}/namespaces/default/trainjobs?dryRun=All",
             body=_probe_trainjob("trainer-webhook-probe-missing"),
         )
-        return status >= 400 and "validator.trainjob.trainer.kubeflow.org" in str(body)
+        message = str(body.get("message", "")) if isinstance(body, dict) else str(body)
+        return status >= 400 and (
+            'admission webhook "validator.trainjob.trainer.kubeflow.org" denied' in message
+        )
 
     def populate(self, deadline: float) -> None:
         """The runtimes Trainer ships, through its validator; then wait until its
