@@ -10,9 +10,13 @@ keeping a hand-edited copy, and writes:
 - manifests/base/trainjob-crd.yaml, trainingruntime-crd.yaml and
   clustertrainingruntime-crd.yaml: Trainer's `manifests/base/crds`, plus the rules of
   tools/crd/trainer-validation.yaml (Trainer checks those in a validating webhook, or
-  not at all; tfjob has no webhook, so they are schema rules);
-- src/tfjob/api/schema/<kind>-v1alpha1.json: each CRD's openAPIV3Schema without its
-  descriptions, which `tfjob.api.schema_rules` checks a TrainJob against locally;
+  not at all; tfjob has no webhook, so they are schema rules). Descriptions are left
+  out, as tools/crd/generate.py leaves them out of the v1 kinds' CRDs: with them the
+  three CRDs weigh 2.3 MB, and a Helm release of the chart (which stores the CRDs
+  twice, gzipped) no longer fits the 1 MiB of the Secret Helm keeps it in; so is
+  controller-gen's version annotation (the header says where the file comes from);
+- src/tfjob/api/schema/<kind>-v1alpha1.json: each CRD's openAPIV3Schema, which
+  `tfjob.api.schema_rules` checks a TrainJob against locally;
 - manifests/overlays/trainer-runtimes/: the ClusterTrainingRuntimes Trainer ships
   (its `manifests/base/runtimes`), unchanged, and their kustomization.
 
@@ -82,18 +86,6 @@ resources:
 {resources}"""
 
 
-class _Dumper(yaml.SafeDumper):
-    """Writes multi-line strings (Trainer's descriptions) as blocks, as the module does."""
-
-
-def _string(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in text else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
-
-
-_Dumper.add_representer(str, _string)
-
-
 def module_dir(module: str = MODULE, version: str = VERSION) -> Path:
     """The module's directory in Go's module cache (downloaded if it is not there)."""
     done = subprocess.run(
@@ -140,7 +132,7 @@ def add_validation(crd: dict[str, Any], additions: list[dict[str, Any]]) -> dict
 
 
 def without_descriptions(node: Any) -> Any:
-    """A schema as the local check needs it: descriptions are only for people."""
+    """The CRD without its descriptions (a field named `description` stays)."""
     if isinstance(node, dict):
         return {
             key: without_descriptions(value)
@@ -165,13 +157,15 @@ def license_notice(text: str) -> str:
 def crd_outputs(source: Path, validation: dict[str, Any]) -> dict[Path, str]:
     """One CRD's manifest and package schema."""
     raw = source.read_text()
-    crd = add_validation(yaml.safe_load(raw), validation[yaml.safe_load(raw)["metadata"]["name"]])
+    upstream = yaml.safe_load(raw)
+    crd = without_descriptions(add_validation(upstream, validation[upstream["metadata"]["name"]]))
+    crd["metadata"].pop("annotations", None)  # controller-gen's version: the header says more
     stem = CRDS[source.name]
     header = CRD_HEADER.format(
         module=MODULE, version=VERSION, source=f"{UPSTREAM_CRDS}/{source.name}"
     )
-    text = header + license_notice(raw) + yaml.dump(crd, Dumper=_Dumper, sort_keys=False, width=100)
-    schema = without_descriptions(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    text = header + license_notice(raw) + yaml.safe_dump(crd, sort_keys=False, width=100)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return {
         MANIFESTS / f"{stem}-crd.yaml": text,
         SCHEMAS / f"{stem}-v1alpha1.json": json.dumps(schema, indent=1, sort_keys=True) + "\n",
