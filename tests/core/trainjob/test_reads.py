@@ -7,10 +7,11 @@ from typing import Any
 
 import msgspec
 
-from tests.core.trainjob.conftest import plan, runtime, trainjob
 from tfjob.api.trainjob import TrainJob, TrainJobStatus
 from tfjob.core.trainjob.plan import Observed
 from tfjob.core.trainjob.reads import reads, snapshot_read
+
+from .conftest import plan, runtime, trainjob
 
 TEMPLATE: dict[str, Any] = {
     "spec": {
