@@ -13,82 +13,31 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from lightkube import Client
 
+from testkit import trainjob_api
 from testkit.cluster import Nodes
-from testkit.controlplane import ControlPlane, ControlPlaneUnavailable, apply_documents
+from testkit.controlplane import ControlPlane, ControlPlaneUnavailable
 from testkit.helpers import wait_for
 from testkit.jobset import JobSetManager
-from testkit.manager_process import install_crds, kustomization_resources
 from testkit.operators import Operators, RunningOperator
-from testkit.trainer import apply_object
 from testkit.trainjobs import TrainJobs, ending, trainjob
 
-MANIFESTS = Path(__file__).resolve().parents[3] / "manifests/base"
-TRAINER_CRDS = ("trainjob-crd.yaml", "trainingruntime-crd.yaml", "clustertrainingruntime-crd.yaml")
 TORCH = "torch-distributed"
-
-
-def _documents(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d]
-
-
-def _configmap_patch_granted() -> bool:
-    """Whether manifests/base's ClusterRole lets the operator patch ConfigMaps (a
-    server-side apply is a PATCH: the runtime snapshot, an MPI hostfile)."""
-    for doc in _documents("rbac.yaml"):
-        if doc.get("kind") != "ClusterRole":
-            continue
-        for rule in doc.get("rules") or []:
-            core = "" in rule.get("apiGroups", [])
-            if core and "configmaps" in rule.get("resources", []) and "patch" in rule["verbs"]:
-                return True
-    return False
-
-
-#: Granted by the test only while manifests/base lacks it (see the test of that name).
-_CONFIGMAP_PATCH = {
-    "apiVersion": "rbac.authorization.k8s.io/v1",
-    "kind": "ClusterRole",
-    "metadata": {"name": "tfjob-test-trainjob-configmap-patch"},
-    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}],
-}
-_CONFIGMAP_PATCH_BINDING = {
-    "apiVersion": "rbac.authorization.k8s.io/v1",
-    "kind": "ClusterRoleBinding",
-    "metadata": {"name": "tfjob-test-trainjob-configmap-patch"},
-    "roleRef": {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "ClusterRole",
-        "name": "tfjob-test-trainjob-configmap-patch",
-    },
-    "subjects": [{"kind": "ServiceAccount", "name": "tfjob-operator", "namespace": "tfjob-system"}],
-}
 
 
 @pytest.fixture(scope="module")
 def trainer_api(
     jobset: JobSetManager, control_plane: ControlPlane, kube: Client
 ) -> list[dict[str, Any]]:
-    """Trainer's CRDs as tfjob ships them, the TrainJob Secret role, and the runtimes
-    Trainer ships (from its module, beside the built binary), which it returns."""
-    install_crds(kube, [d for name in TRAINER_CRDS for d in _documents(name)])
-    apply_documents(kube, _documents("trainjob-secrets-rbac.yaml"))
-    if not _configmap_patch_granted():
-        apply_documents(kube, [_CONFIGMAP_PATCH, _CONFIGMAP_PATCH_BINDING])
+    """Trainer's API for tfjob (testkit/trainjob_api.py): its shipped runtimes."""
     try:
-        config = control_plane.assets.tool("trainer-controller-manager").resolve().parent
+        return trainjob_api.install(control_plane, kube)
     except ControlPlaneUnavailable as exc:
         pytest.skip(f"no Trainer runtimes: {exc}")
-    shipped = kustomization_resources(config / "config" / "runtimes")
-    for runtime in shipped:
-        apply_object(control_plane, runtime)
-    return shipped
 
 
 @pytest.fixture
@@ -101,7 +50,8 @@ def tfjob_operator(
 def test_the_operator_may_apply_a_trainjobs_configmaps() -> None:
     """manifests/base's ClusterRole grants the ConfigMap patch a server-side apply is
     (the other tests grant it themselves while it does not)."""
-    assert _configmap_patch_granted(), "manifests/base/rbac.yaml: configmaps lack 'patch'"
+    granted = trainjob_api.configmap_patch_granted()
+    assert granted, "manifests/base/rbac.yaml: configmaps lack 'patch'"
 
 
 @pytest.mark.usefixtures("tfjob_operator")
