@@ -73,8 +73,15 @@ class TrainJobCaches:
             self.holds.forget(key)
             return None
         owned = self.informers.jobsets.by_index(OWNER_INDEX, owner_key(tj.KIND, key))
-        name = trainjob.metadata.name
-        jobset = next((j.document for j in owned if j.metadata.name == name), None)
+        meta = trainjob.metadata
+        jobset = next(
+            (
+                j.document
+                for j in owned
+                if j.metadata.name == meta.name and j.metadata.controller_uid() == meta.uid
+            ),
+            None,
+        )  # a JobSet of an earlier TrainJob of this name (being collected) is not its
         return TrainJobView(key, trainjob, jobset)
 
     def hold(self, view: TrainJobView) -> None:
