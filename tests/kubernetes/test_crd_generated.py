@@ -3,6 +3,8 @@
 Each kind's CRD is the shared template filled from the kind's declaration and its own
 part (tools/crd/generate.py); without an API server, the committed CRDs are checked
 against the templates everywhere but the Kubernetes schemas the generator inlines.
+Kubeflow Trainer's CRDs and runtimes are tools/crd/trainer.py's output from the
+Trainer module's own files (last section).
 """
 
 from __future__ import annotations
