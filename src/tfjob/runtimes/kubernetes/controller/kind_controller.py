@@ -7,7 +7,8 @@ per resource: cache/shared.py), the event recorder, the metrics and the Lease. A
 kind's view (`JobCaches`) holds its own jobs and, of the shared caches, the objects
 its jobs own (by the owner index); its queue holds only its jobs' `namespace/name`
 keys, so a key never needs to carry the kind and two kinds' jobs of one name never
-meet.
+meet. The worker loop (`Controller`) is every controller's: TrainJob's too
+(trainjob_controller.py).
 """
 
 from __future__ import annotations
