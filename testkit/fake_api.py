@@ -451,17 +451,25 @@ class FakeApi:
     ) -> Object:
         """A server-side apply by one manager: a create when the object is missing, else
         the applied fields merged into it (a JSON merge patch of them: fields the
-        manager stopped applying are not removed, as no test needs it). The status
-        of a resource with a status subresource is not applied."""
+        manager stopped applying are not removed, and no conflict with another
+        manager is found, as no test needs it), the manager's Apply entry in
+        managedFields. The status of a resource with a status subresource is not
+        applied."""
         self._serves(resource)
         applied = {k: v for k, v in copy.deepcopy(body).items() if k != "status"}
-        applied.setdefault("metadata", {})["name"] = name
-        if (resource, namespace, name) not in self._objects:
-            created = self.create(resource, namespace, applied, dry_run=False)
-            self.managers[(resource, namespace, name)] = manager
-            return created
-        current = self._stored(resource, namespace, name)
+        meta = applied.setdefault("metadata", {})
+        meta["name"] = name
         self.managers[(resource, namespace, name)] = manager
+        if (resource, namespace, name) not in self._objects:
+            meta["managedFields"] = [_applied_by(manager)]
+            return self.create(resource, namespace, applied, dry_run=False)
+        current = self._stored(resource, namespace, name)
+        others = [
+            m
+            for m in current["metadata"].get("managedFields") or []
+            if (m.get("manager"), m.get("operation")) != (manager, "Apply")
+        ]
+        meta["managedFields"] = [*others, _applied_by(manager)]
         new = _merge(copy.deepcopy(current), applied)
         for key in _SERVER_FIELDS:
             if key in current["metadata"]:
@@ -847,6 +855,11 @@ class FakeClient:
             status = {"kind": "Status", "apiVersion": "v1", "metadata": {}}
             return msgspec.json.encode({**status, "status": "Success", "details": details})
         return answer
+
+
+def _applied_by(manager: str) -> Object:
+    """A managedFields entry of a server-side apply (its fields are not tracked)."""
+    return {"manager": manager, "operation": "Apply", "fieldsType": "FieldsV1"}
 
 
 def _now() -> str:
