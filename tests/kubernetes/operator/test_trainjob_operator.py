@@ -152,7 +152,7 @@ def node_image(jobset: dict[str, Any]) -> str:
 async def test_a_trainjob_becomes_its_jobset_and_follows_its_status() -> None:
     api = new_api()
     api.create(CLUSTER_TRAINING_RUNTIMES, "", torch_runtime(), dry_run=False)
-    async with serving(api):
+    async with serving(api) as operator:
         api.create(TRAINJOBS, NS, trainjob(), dry_run=False)
         jobset = await until(lambda: api.object(JOBSETS, NS, "tj"), "the JobSet")
         owner = jobset["metadata"]["ownerReferences"][0]
@@ -189,6 +189,12 @@ async def test_a_trainjob_becomes_its_jobset_and_follows_its_status() -> None:
         set_jobset_status(api, "tj", {"conditions": [done], "terminalState": "Completed"})
         complete = await until(lambda: true(api, "tj", "Complete"), "Complete")
         assert complete["message"] == "jobset completed successfully"
+        # Its own controller's metrics, under Trainer's controller name.
+        reconciles = operator.metrics.registry.get_sample_value(
+            "controller_runtime_reconcile_total",
+            {"controller": "trainjob_controller", "result": "success"},
+        )
+        assert reconciles is not None and reconciles >= 3
 
 
 async def test_an_mpi_trainjob_gets_its_secret_once_and_its_hostfile() -> None:
@@ -209,6 +215,29 @@ async def test_an_mpi_trainjob_gets_its_secret_once_and_its_hostfile() -> None:
             await asyncio.sleep(0.1)
         assert len([r for r in api.of("create", SECRETS)]) == 1
         assert not [r for r in api.requests if r.resource == "secrets" and r.verb != "create"]
+
+
+async def test_a_restarted_operator_keeps_the_mpi_secret_it_made() -> None:
+    """The Secret is immutable and never read: a new operator process meets
+    AlreadyExists once, keeps the Secret, and makes nothing twice."""
+    api = new_api()
+    api.create(CLUSTER_TRAINING_RUNTIMES, "", mpi_runtime(), dry_run=False)
+    async with serving(api):
+        api.create(TRAINJOBS, NS, trainjob(runtime="mpi"), dry_run=False)
+        await until(lambda: api.object(JOBSETS, NS, "tj"), "the JobSet")
+    secret = api.object(SECRETS, NS, "tj-mpi-ssh-auth")
+    jobset = api.object(JOBSETS, NS, "tj")
+    async with serving(api):
+        set_jobset_status(api, "tj", {"replicatedJobsStatus": [{"name": "node", "ready": 1}]})
+        await until(
+            lambda: (api.object(TRAINJOBS, NS, "tj") or {}).get("status", {}).get("jobsStatus"),
+            "the new operator's pass",
+        )
+        await asyncio.sleep(0.2)
+    creates = api.of("create", SECRETS)
+    assert [r.error is None for r in creates] == [True, False]  # made, then AlreadyExists
+    assert api.object(SECRETS, NS, "tj-mpi-ssh-auth") == secret
+    assert api.object(JOBSETS, NS, "tj")["spec"] == jobset["spec"]  # type: ignore[index]
 
 
 async def test_suspend_then_resume() -> None:

@@ -98,6 +98,38 @@ def test_a_torch_trainjob_under_trainer_and_under_tfjob(
 
 
 @pytest.mark.usefixtures("trainer_api")
+def test_a_suspended_trainjob_under_trainer_and_under_tfjob(
+    jobset: JobSetManager,
+    control_plane: ControlPlane,
+    kube: Client,
+    operators: Operators,
+    trainjobs: TrainJobs,
+) -> None:
+    """Suspended: the suspended JobSet and the Suspended condition."""
+    try:
+        binary = control_plane.assets.tool("trainer-controller-manager")
+    except ControlPlaneUnavailable as exc:
+        pytest.skip(f"no Kubeflow Trainer: {exc}")
+    with TrainerManager(control_plane, kube, binary):
+        theirs = _suspended(trainjobs, "held-by-trainer")
+    operators.start("--enable-scheme=trainjob")
+    ours = _suspended(trainjobs, "held-by-tfjob")
+    assert theirs[0]["spec"]["suspend"] is True
+    assert [c["reason"] for c in theirs[1]["conditions"]] == ["Suspended"]
+    found = differences(theirs[0], ours[0], "jobset") + differences(theirs[1], ours[1], "status")
+    assert not found, "\n".join(found)
+
+
+def _suspended(trainjobs: TrainJobs, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    manifest = trainjob(name, "torch-distributed", num_nodes=2)
+    manifest["spec"]["suspend"] = True
+    trainjobs.create(manifest)
+    trainjobs.wait_condition(name, "Suspended")
+    wait_for(lambda: trainjobs.jobset(name), 30, message=f"JobSet {name}")
+    return _jobset(trainjobs, name), _status(trainjobs, name)
+
+
+@pytest.mark.usefixtures("trainer_api")
 def test_an_mpi_trainjob_under_trainer_and_under_tfjob(
     jobset: JobSetManager,
     control_plane: ControlPlane,
