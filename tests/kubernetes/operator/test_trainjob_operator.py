@@ -271,6 +271,14 @@ async def test_the_active_deadline_deletes_the_jobset() -> None:
         assert failed["reason"] == "DeadlineExceeded"
         assert api.object(JOBSETS, NS, "tj") is None
         assert [r.name for r in api.of("delete", JOBSETS)] == ["tj"]
+        # Its last word first: the Failed status is stored before the JobSet goes.
+        order = [
+            (r.verb, r.resource)
+            for r in api.requests
+            if (r.verb, r.resource) == ("delete", str(JOBSETS))
+            or (r.subresource == "status" and "DeadlineExceeded" in str(r.body))
+        ]
+        assert order[:2] == [("update", str(TRAINJOBS)), ("delete", str(JOBSETS))]
 
 
 async def test_a_missing_runtime_fails_the_trainjob_until_it_exists() -> None:

@@ -5,7 +5,8 @@ module reads the TrainJob, its JobSet and its runtime from the caches
 (cache/trainjobs.py), reads by name the side objects the pass needs
 (`core.trainjob.reads`), makes an MPI key pair only when the plan asks for one, then
 carries the plan out through the one write path (writes.py) in the plan's order and
-writes the status once (status_writer.py), after the actions:
+writes the status once (status_writer.py), after the actions (before them when they
+delete the JobSet past the deadline: the Failed it records comes first):
 - nothing is done for a TrainJob whose view is held (the caches lag our own
   writes), or that is being deleted;
 - the first failed action stops the ones after it (the JobSet mounts what comes
@@ -27,6 +28,7 @@ import msgspec
 from tfjob.api import trainjob as tj
 from tfjob.api.training_runtime import TrainingRuntime
 from tfjob.api.trainjob import TrainJob
+from tfjob.core.plan import DeleteOwned
 from tfjob.core.trainjob.plan import SECRET, CreateObject, Observed, TrainJobPlan
 from tfjob.core.trainjob.reads import Read, reads, snapshot_read
 from tfjob.core.trainjob.reconcile import reconcile_trainjob
@@ -94,8 +96,13 @@ class TrainJobReconciler:
         ref = _ref(trainjob)
         for event in plan.events:
             self._recorder.record(ref, event.type, event.reason, event.message)
+        # Past the deadline the status (Failed) is stored before the JobSet is deleted:
+        # a pass that saw the JobSet gone and no Failed would make it again.
+        status_first = any(isinstance(a, DeleteOwned) for a in plan.actions)
+        if plan.status_changed and status_first:
+            await self._write_status(view, plan)
         error = await self._act(view, ref, plan)
-        if plan.status_changed:
+        if plan.status_changed and not status_first:
             await self._write_status(view, plan)
         if error is not None:
             raise actions_failure([error])
