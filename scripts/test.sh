@@ -21,7 +21,8 @@ if ! command -v mpirun >/dev/null 2>&1 \
 fi
 
 # kube-apiserver and etcd, and the cluster's other binaries (kwok, Kueue, Prometheus
-# for the monitoring tests...), built from Go modules and cached (or KUBEBUILDER_ASSETS).
+# for the monitoring tests, JobSet and Kubeflow Trainer for the TrainJob tests...), built
+# from Go modules and cached (or KUBEBUILDER_ASSETS).
 # Without Go, outside CI, the Kubernetes tests skip with a one-line reason.
 if [ -n "${KUBEBUILDER_ASSETS:-}" ] || command -v go >/dev/null 2>&1; then
     assets=$(tools/envtest/build.sh | tail -n 1)

@@ -8,8 +8,8 @@ child processes, each the real program:
   scheduling on (``GANG_FEATURE_GATES``): it binds pods to nodes;
 - kube-controller-manager, running only the controllers the tests rely on
   (``CONTROLLERS``): garbage collection through ownerReferences, EndpointSlices for
-  Services, namespace deletion, removal of pods of deleted nodes, and the PodGroup
-  finalizer;
+  Services, namespace deletion, removal of pods of deleted nodes, the PodGroup
+  finalizer, and batch Jobs' pods (the Jobs JobSet makes for a TrainJob);
 - kwok (sigs.k8s.io/kwok), which plays the kubelet of every Node it manages: nodes
   become Ready, bound pods Running, and end Succeeded or Failed with the exit code a
   pod annotation asks for (the stages in testkit/kwok/stages.yaml, constants
@@ -69,6 +69,8 @@ CONTROLLERS = (
     "namespace-controller",
     "pod-garbage-collector-controller",
     "podgroup-protection-controller",
+    # batch/v1 Jobs make pods: JobSet (testkit/jobset.py) runs a TrainJob as Jobs.
+    "job-controller",
 )
 
 _STOP_ORDER = ("kwok", "kube-controller-manager", "kube-scheduler")

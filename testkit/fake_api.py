@@ -66,10 +66,14 @@ from tfjob.runtimes.kubernetes.transport.client import (
     TransportError,
 )
 from tfjob.runtimes.kubernetes.transport.resources import (
+    CLUSTER_TRAINING_RUNTIMES,
     EVENTS,
+    JOBSETS,
     LEASES,
     PODS,
     SERVICES,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
     Resource,
     jobs_of,
 )
@@ -78,6 +82,14 @@ Object = dict[str, Any]
 
 # Every kind of job tfjob knows, as its CRD serves it (with a status subresource).
 JOBS = {jobs_of(fw): fw.kind for fw in FRAMEWORKS.values()}
+# Kubeflow Trainer's kinds and the JobSets a TrainJob becomes (status subresources:
+# TrainJobs' and JobSets').
+TRAINER = {
+    TRAINJOBS: "TrainJob",
+    JOBSETS: "JobSet",
+    TRAINING_RUNTIMES: "TrainingRuntime",
+    CLUSTER_TRAINING_RUNTIMES: "ClusterTrainingRuntime",
+}
 # Kueue's, read and written with --kueue-integration=external (cluster-scoped ones are
 # kept in the namespace "": `add_namespace("")` before creating one).
 KUEUE = {
@@ -87,9 +99,17 @@ KUEUE = {
     PRIORITY_CLASSES: "PriorityClass",
 }
 # The kinds of the resources the operator touches (others: from the first object).
-KINDS = {PODS: "Pod", SERVICES: "Service", EVENTS: "Event", **JOBS, LEASES: "Lease", **KUEUE}
+KINDS = {
+    PODS: "Pod",
+    SERVICES: "Service",
+    EVENTS: "Event",
+    **JOBS,
+    LEASES: "Lease",
+    **KUEUE,
+    **TRAINER,
+}
 # Resources with a status subresource: `status` is written only through it.
-WITH_STATUS = {PODS, SERVICES, *JOBS, WORKLOADS}
+WITH_STATUS = {PODS, SERVICES, *JOBS, WORKLOADS, TRAINJOBS, JOBSETS}
 HISTORY = 10_000  # watch events kept; a watch from before them gets 410 Expired
 _SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alphabet
 _REASONS = {
@@ -126,6 +146,7 @@ class Request:
     dry_run: bool = False
     answer: Object | None = None
     error: Exception | None = None
+    params: Object | None = None  # a server-side apply's fieldManager and force
 
 
 @dataclass
@@ -179,6 +200,8 @@ class FakeApi:
         self._faults: list[Fault] = []
         self._snapshots: dict[str, tuple[str, list[Object]]] = {}  # paged lists
         self._logs: dict[tuple[str, str], list[str]] = {}
+        # The last field manager that applied each object (server-side apply).
+        self.managers: dict[tuple[Resource, str, str], str] = {}
         self.latency = 0.0  # seconds each request takes (0: just a turn of the loop)
 
     # -- for the tests ------------------------------------------------------------------
@@ -422,6 +445,36 @@ class FakeApi:
         ):
             return self._remove(key)  # no finalizer left, and no grace period runs
         return copy.deepcopy(new)
+
+    def apply(
+        self, resource: Resource, namespace: str, name: str, body: Object, manager: str
+    ) -> Object:
+        """A server-side apply by one manager: a create when the object is missing, else
+        the applied fields merged into it (a JSON merge patch of them: fields the
+        manager stopped applying are not removed, and no conflict with another
+        manager is found, as no test needs it), the manager's Apply entry in
+        managedFields. The status of a resource with a status subresource is not
+        applied."""
+        self._serves(resource)
+        applied = {k: v for k, v in copy.deepcopy(body).items() if k != "status"}
+        meta = applied.setdefault("metadata", {})
+        meta["name"] = name
+        self.managers[(resource, namespace, name)] = manager
+        if (resource, namespace, name) not in self._objects:
+            meta["managedFields"] = [_applied_by(manager)]
+            return self.create(resource, namespace, applied, dry_run=False)
+        current = self._stored(resource, namespace, name)
+        others = [
+            m
+            for m in current["metadata"].get("managedFields") or []
+            if (m.get("manager"), m.get("operation")) != (manager, "Apply")
+        ]
+        meta["managedFields"] = [*others, _applied_by(manager)]
+        new = _merge(copy.deepcopy(current), applied)
+        for key in _SERVER_FIELDS:
+            if key in current["metadata"]:
+                new["metadata"][key] = current["metadata"][key]
+        return self._write(resource, namespace, current, new)
 
     def delete(self, resource: Resource, namespace: str, name: str) -> Object:
         """A pod is deleted gracefully: first marked (a MODIFIED event), then removed at
@@ -764,6 +817,24 @@ class FakeClient:
             "PATCH", request, lambda: self.api.patch(resource, namespace, name, patch, subresource)
         )
 
+    async def apply(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        body: Object,
+        *,
+        field_manager: str,
+        force: bool = False,
+    ) -> bytes:
+        """Server-side apply, as far as one manager's objects need: creates the object,
+        or merges the applied fields into it (`FakeApi.apply`)."""
+        params = {"fieldManager": field_manager, "force": force}
+        request = Request("apply", str(resource), namespace, name, "", body, params=params)
+        return await self._call(
+            "PATCH", request, lambda: self.api.apply(resource, namespace, name, body, field_manager)
+        )
+
     async def delete(
         self, resource: Resource, namespace: str, name: str, *, propagation: str = ""
     ) -> bytes | None:
@@ -784,6 +855,11 @@ class FakeClient:
             status = {"kind": "Status", "apiVersion": "v1", "metadata": {}}
             return msgspec.json.encode({**status, "status": "Success", "details": details})
         return answer
+
+
+def _applied_by(manager: str) -> Object:
+    """A managedFields entry of a server-side apply (its fields are not tracked)."""
+    return {"manager": manager, "operation": "Apply", "fieldsType": "FieldsV1"}
 
 
 def _now() -> str:

@@ -10,7 +10,8 @@ Two things live here:
   kube-apiserver and etcd); ``tensorflow`` when it needs a ``python3`` that imports
   tensorflow, ``pytorch`` when it needs one that imports torch (``jax``, ``xgboost``,
   ``paddle`` likewise; ``mpi`` when it needs Open MPI's mpirun and mpi4py); ``image`` when it builds the container image; ``kueue`` when it runs
-  Kueue's manager (tests/kubernetes/kueue). So
+  Kueue's manager (tests/kubernetes/kueue); ``trainjob`` when it runs JobSet's
+  manager (and Kubeflow Trainer's: tests/kubernetes/trainjob). So
   ``-m "not controlplane"`` runs every test that needs no API server, wherever its
   file sits, and ``-m controlplane`` every test that starts one.
 
@@ -50,6 +51,7 @@ MARKER_BY_FIXTURE = {
     "mpi_check": "mpi",
     "image": "image",
     "kueue": "kueue",
+    "jobset": "trainjob",
 }
 
 

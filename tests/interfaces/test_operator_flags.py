@@ -138,6 +138,14 @@ def test_enable_scheme_selects_kinds_and_none_means_every_kind(started: list[Any
     assert [options.kinds for options, _level, _fmt in started] == [("PyTorchJob", "TFJob"), ()]
 
 
+def test_enable_scheme_trainjob_serves_trainjobs_and_help_names_them(started: list[Any]) -> None:
+    assert invoke("--enable-scheme=TrainJob", "--enable-scheme=tfjob").exit_code == 0
+    assert started[0][0].kinds == ("TrainJob", "TFJob")
+    shown = invoke("--help").output
+    assert "TrainJob (trainer.kubeflow.org/v1alpha1)" in " ".join(shown.split())
+    assert "'trainjob'" in shown
+
+
 def test_pytorch_init_container_flags_reach_the_settings(started: list[Any]) -> None:
     args = ("--pytorch-init-container-image=busybox:1", "--pytorch-init-container-max-tries=7")
     assert invoke(*args).exit_code == 0

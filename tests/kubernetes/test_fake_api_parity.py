@@ -24,9 +24,16 @@ from testkit.fake_api import FakeApi
 from testkit.helpers import container, tfjob
 from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.transport.client import METADATA_LIST, ApiError, KubeClient
-from tfjob.runtimes.kubernetes.transport.resources import EVENTS, LEASES, PODS, jobs_of
+from tfjob.runtimes.kubernetes.transport.resources import (
+    EVENTS,
+    LEASES,
+    PODS,
+    Resource,
+    jobs_of,
+)
 
 TFJOBS = jobs_of(TENSORFLOW)
+CONFIGMAPS = Resource("", "v1", "configmaps")
 
 
 class Script:
@@ -236,8 +243,34 @@ async def _paths(s: Script) -> None:
     s.note("events of j", [e["reason"] for e in events["items"]])
 
 
+async def _applies(s: Script) -> None:
+    """Server-side applies by one field manager, forced, as a TrainJob's objects are
+    written: a create, a no-op, a change (fields no longer applied are not scripted:
+    the fake keeps them)."""
+    c, ns = s.client, s.ns
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}
+
+    async def apply(what: str, data: dict[str, str]) -> Any:
+        body = {**configmap, "data": data}
+        return await s.do(what, c.apply(CONFIGMAPS, ns, "cm", body, field_manager="m", force=True))
+
+    made = await apply("apply creates", {"a": "1"})
+    same = await apply("apply again", {"a": "1"})
+    s.note(
+        "no-op keeps version",
+        same["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"],
+    )
+    changed = await apply("apply a change", {"a": "2", "b": "3"})
+    s.note("applied data", changed["data"])
+    managers = [
+        (m["manager"], m["operation"]) for m in changed["metadata"].get("managedFields", [])
+    ]
+    s.note("managers", managers)
+
+
 SCRIPTS: dict[str, Callable[[Script], Awaitable[None]]] = {
     "job writes": _job_writes,
+    "applies": _applies,
     "refusals": _refusals,
     "lists": _lists,
     "watches": _watches,

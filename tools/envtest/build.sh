@@ -12,6 +12,14 @@
 # charts/tfjob with it), each `go install`ed at a pinned version.
 # Kueue's CRDs and webhook manifests are copied from the same module version into
 # kueue-<v>/config/ beside its binary (testkit/kueue.py installs them).
+# JobSet's controller manager (sigs.k8s.io/jobset: a TrainJob becomes a JobSet) and
+# Kubeflow Trainer's trainer-controller-manager (github.com/kubeflow/trainer/v2, the
+# reference operator for TrainJob) are built from wrapper modules (jobset/, trainer/
+# next to this script: the proxy answers 403 to JobSet's version list, which `go
+# install pkg@version` reads for deprecation notices), with the same module version's
+# manifests in config/ beside each
+# binary: JobSet's CRD and webhooks, Trainer's CRDs, shipped runtimes and webhooks
+# (testkit/jobset.py and testkit/trainer.py install them).
 #
 # Order of preference (the envtest convention first, so CI can hand in prebuilt
 # binaries and skip the Go build entirely):
@@ -20,10 +28,14 @@
 #   3. a version-keyed cache outside git, built from the wrapper Go modules next to
 #      this script when a binary is missing or reports the wrong version:
 #      ${TFJOB_ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfjob/envtest}/<k8s>-<etcd>/
-#      (kwok, training-operator, kueue, prometheus and helm in kwok-<v>/,
-#      training-operator-<v>/, kueue-<v>/, prometheus-<v>/ and helm-<v>/ beside it).
+#      (kwok, training-operator, kueue, prometheus, helm, JobSet and Trainer in kwok-<v>/,
+#      training-operator-<v>/, kueue-<v>/, prometheus-<v>/, helm-<v>/, jobset-<v>/ and
+#      trainer-<v>/ beside it).
 #
-# Idempotent: a second run with the binaries in place only checks their versions.
+# Idempotent: a second run with the binaries in place only checks their versions (or,
+# in a version-keyed folder, their presence). Atomic: binaries are written under a
+# temporary name and renamed into place; a config/ folder counts once it holds its
+# .complete marker.
 # Exit codes: 0 ok (last stdout line is the assets folder), 2 Go is not installed so
 # nothing can be built, 3 --no-build and a binary is missing, 1 anything else
 # (download or build failure; see stderr).
@@ -216,7 +228,8 @@ go_install() {
 }
 
 declare -A tools=()
-for name in kubectl kube-scheduler kube-controller-manager kwok training-operator kueue prometheus helm; do
+for name in kubectl kube-scheduler kube-controller-manager kwok training-operator kueue prometheus helm \
+    jobset-controller-manager trainer-controller-manager; do
     if [[ -n "${KUBEBUILDER_ASSETS:-}" ]] && present "${KUBEBUILDER_ASSETS}/${name}"; then
         tools[${name}]="${KUBEBUILDER_ASSETS}/${name}"
     fi
@@ -296,6 +309,76 @@ if [[ -z "${tools[helm]:-}" ]]; then
             "-X helm.sh/helm/v4/internal/version.version=${helm_version}"
     fi
     tools[helm]="${dir}/helm"
+fi
+
+# JobSet and Kubeflow Trainer (the reference operator for TrainJob), each from its own
+# wrapper module (tools/envtest/jobset, tools/envtest/trainer), like kube-apiserver:
+# the module proxy answers 403 to JobSet's version list, which `go install
+# pkg@version` reads (for deprecation notices), while the committed go.mod/go.sum pin
+# every module and need no list at all.
+# Their versions live in those go.mod files; the folders are keyed by them.
+jobset_version="$(awk '$1 == "sigs.k8s.io/jobset" { print $2; exit }' "${here}/jobset/go.mod")"
+trainer_version="$(awk '$1 == "github.com/kubeflow/trainer/v2" { print $2; exit }' "${here}/trainer/go.mod")"
+[[ -n "${jobset_version}" && -n "${trainer_version}" ]] \
+    || die "cannot read the JobSet and Trainer versions from ${here}/{jobset,trainer}/go.mod"
+
+# Copy folders of the module `modpath` (the version the wrapper module in `wrapper`
+# requires, so the binary's) into <dir>/config/<folder name>. The copy is made beside
+# and marked complete before it replaces config/: a run cut short leaves no marked
+# folder, so the next run copies again.
+copy_manifests() {
+    local wrapper="$1" modpath="$2" dir="$3" src tmp sub gobin
+    shift 3
+    gobin="$(find_go)" || { log "Go is not installed; cannot find ${modpath}"; exit 2; }
+    # (-json names its folder in the module cache, downloading it if it is not there.)
+    src="$(cd "${wrapper}" && GOTOOLCHAIN=local GOFLAGS="-mod=readonly" \
+        "${gobin}" mod download -json "${modpath}" \
+        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+    [[ -n "${src}" ]] || die "go mod download ${modpath} in ${wrapper} named no folder"
+    tmp="$(mktemp -d "${dir}/.config.XXXXXX")"
+    for sub in "$@"; do
+        [[ -d "${src}/${sub}" ]] || { rm -rf "${tmp}"; die "no ${sub} in ${modpath} (${src})"; }
+        cp -R "${src}/${sub}" "${tmp}/"
+    done
+    # Writable (the module cache is read-only) and readable like any cache folder
+    # (mktemp made it private).
+    chmod -R u+w,go+rX "${tmp}"
+    touch "${tmp}/.complete"
+    rm -rf "${dir}/config"
+    mv "${tmp}" "${dir}/config"
+}
+
+# A binary from a wrapper module into <cache>/<name>-<version>/ with folders of the
+# same module version in config/ beside it; either is redone when missing.
+operator_with_manifests() {
+    local name="$1" version="$2" wrapper="$3" pkg="$4" modpath="$5" ldflags="$6"
+    shift 6
+    local dir="${cache_root}/${name}-${version}"
+    local binary="${dir}/${name}-controller-manager"
+    mkdir -p "${dir}"
+    if [[ ${force} -eq 1 ]] || ! present "${binary}"; then
+        build_one "${wrapper}" "${pkg}" "${binary}" "-s -w ${ldflags}"
+    fi
+    if [[ ${force} -eq 1 ]] || [[ ! -f "${dir}/config/.complete" ]]; then
+        [[ ${no_build} -eq 0 ]] || { log "${name}'s manifests are not copied yet and --no-build was given"; exit 3; }
+        copy_manifests "${wrapper}" "${modpath}" "${dir}" "$@"
+    fi
+    tools[${name}-controller-manager]="${binary}"
+}
+
+if [[ -z "${tools[jobset-controller-manager]:-}" ]]; then
+    # Its CRD and webhook manifests; it logs the version stamped here at start-up.
+    operator_with_manifests jobset "${jobset_version}" "${here}/jobset" sigs.k8s.io/jobset \
+        sigs.k8s.io/jobset "-X sigs.k8s.io/jobset/pkg/version.GitVersion=${jobset_version}" \
+        config/components/crd config/components/webhook
+fi
+if [[ -z "${tools[trainer-controller-manager]:-}" ]]; then
+    # Its CRDs, the runtimes it ships (torch-distributed, ...) and its webhook
+    # manifests. Trainer has no version variable to stamp.
+    operator_with_manifests trainer "${trainer_version}" "${here}/trainer" \
+        github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager \
+        github.com/kubeflow/trainer/v2 "" \
+        manifests/base/crds manifests/base/runtimes manifests/base/webhook
 fi
 
 # Hand back one folder holding every binary under its usual name: the cache folder,

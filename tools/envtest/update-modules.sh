@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the two wrapper Go modules (apiserver/ and etcd/) from scratch.
+# Regenerate the wrapper Go modules (apiserver/, etcd/, jobset/, trainer/) from scratch.
 #
 # Why this exists: k8s.io/kubernetes cannot be built with `go install pkg@version`,
 # because its go.mod points the staging modules (k8s.io/api, k8s.io/apiserver, ...)
@@ -11,14 +11,22 @@
 # Run this only to move to another version; the generated go.mod/go.sum are committed
 # and build.sh uses them as they are.
 #
+# jobset/ and trainer/ have no replaces to generate: they exist because the proxy
+# answers 403 to JobSet's version list, which `go install pkg@version` reads; a wrapper
+# with a committed go.sum needs no list. `go mod tidy` resolves the same versions as the
+# tool's own go.mod (it lists every module it builds with).
+#
 # Usage: tools/envtest/update-modules.sh [k8s-version ...]  (default: v1.36.3 v1.36.1 v1.35.4)
-#        ETCD_VERSION=v3.6.14 overrides the etcd version.
+#        ETCD_VERSION=v3.6.14, JOBSET_VERSION=v0.12.0 and TRAINER_VERSION=v2.3.0
+#        override those versions.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PATH="/usr/local/go/bin:${PATH}"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 etcd_version="${ETCD_VERSION:-v3.6.14}"
+jobset_version="${JOBSET_VERSION:-v0.12.0}"
+trainer_version="${TRAINER_VERSION:-v2.3.0}"
 if [[ $# -gt 0 ]]; then candidates=("$@"); else candidates=(v1.36.3 v1.36.1 v1.35.4); fi
 
 log() { printf 'update-modules: %s\n' "$*" >&2; }
@@ -74,6 +82,24 @@ gen_etcd() {
     log "etcd ${etcd_version}"
 }
 
+# A wrapper module whose one tool is `pkg` of `module` at `version`, starting from that
+# module's own go directive.
+gen_tool() {
+    local dir="${here}/$1" module="$2" version="$3" pkg="$4" modfile
+    mkdir -p "${dir}"
+    rm -f "${dir}/go.mod" "${dir}/go.sum"
+    (
+        cd "${dir}"
+        go mod init "tfjob.local/envtest/$1" >/dev/null 2>&1
+        modfile="$(go mod download -json "${module}@${version}" \
+            | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+        go mod edit -go="$(sed -n 's/^go \([0-9.]*\)$/\1/p' "${modfile}" | head -n1)"
+        go get -tool "${pkg}@${version}"
+        go mod tidy
+    )
+    log "$1: ${module} ${version}"
+}
+
 ok=""
 for k8s in "${candidates[@]}"; do
     if gen_apiserver "${k8s}"; then ok="${k8s}"; break; fi
@@ -81,4 +107,7 @@ for k8s in "${candidates[@]}"; do
 done
 [[ -n "${ok}" ]] || { log "no candidate version could be resolved: ${candidates[*]}"; exit 1; }
 gen_etcd
-log "done: kube-apiserver ${ok}, etcd ${etcd_version}"
+gen_tool jobset sigs.k8s.io/jobset "${jobset_version}" sigs.k8s.io/jobset
+gen_tool trainer github.com/kubeflow/trainer/v2 "${trainer_version}" \
+    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+log "done: kube-apiserver ${ok}, etcd ${etcd_version}, jobset ${jobset_version}, trainer ${trainer_version}"

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 COMMAND_LINE = ParameterSource.COMMANDLINE
 DEFAULT = ParameterSource.DEFAULT
 
-#: `--enable-scheme` values, by the kind each selects.
-SCHEMES = {kind.scheme: name for name, kind in FRAMEWORKS.items()}
+#: `--enable-scheme` values, by the kind each selects: the v1 kinds and Kubeflow
+#: Trainer's TrainJob (`trainjob`, which Kubeflow's v1 operator does not have).
+SCHEMES = {kind.scheme: name for name, kind in FRAMEWORKS.items()} | {"trainjob": "TrainJob"}
 
 #: Kubeflow's flags that configure parts tfjob does not have (its admission webhook,
 #: PyTorchJob's init-container template file, zap's development mode): accepted,
@@ -85,7 +86,7 @@ def kinds_of(schemes: tuple[str, ...]) -> tuple[str, ...]:
     served = ", ".join(sorted(SCHEMES))
     for scheme in schemes:
         name = scheme.lower()
-        if name in SCHEMES:  # every scheme of Kubeflow v1.9.4 (which has no mxjob)
+        if name in SCHEMES:  # every scheme of Kubeflow v1.9.4 (which has no mxjob), trainjob
             kinds.append(SCHEMES[name])
         else:
             raise click.BadParameter(
@@ -194,8 +195,8 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
     "enable_scheme",
     multiple=True,
     metavar="KIND",
-    help="Serve only this kind, e.g. 'pytorchjob' (repeatable; default: every kind "
-    "whose CRD is installed).",
+    help="Serve only this kind, e.g. 'pytorchjob' or 'trainjob' (repeatable; default: "
+    "every kind whose CRD is installed).",
 )
 @click.option(
     "--pytorch-init-container-image",
@@ -287,7 +288,9 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
 @click.pass_context
 def command(ctx: click.Context, /, **params: Any) -> None:
     """Run the operator until SIGTERM or SIGINT: a controller for each kind whose CRD
-    the cluster serves ({kinds}), as Kubeflow's training-operator does."""
+    the cluster serves ({kinds}), as Kubeflow's training-operator does, and one for
+    Kubeflow Trainer's TrainJob (trainer.kubeflow.org/v1alpha1) when the TrainJob,
+    runtime and JobSet CRDs are installed, as Trainer's controller does."""
     # Before the operator's modules are imported: they log through structlog.
     logging_setup.configure(*log_settings(params))
     options = translate(ctx, params)

@@ -65,18 +65,25 @@ async def test_every_kind_shares_one_stream_per_resource() -> None:
     whatever the number of kinds that read it (controller-runtime's one informer per
     resource): each kind's jobs, then pods, services and each kind of object jobs own
     (13 for the six kinds), each selected by the operator-name labels of the kinds that
-    make it."""
+    make it; and for TrainJob four more: TrainJobs, JobSets, TrainingRuntimes and
+    ClusterTrainingRuntimes (17). A TrainJob's ConfigMaps are read by name, never
+    watched (a cluster's ConfigMaps are mostly not ours and Trainer labels none), so
+    the ConfigMaps' one stream stays the MPIJobs' labelled one."""
     api = FakeApi()  # every resource served
     operator, code = await _serve_until_synced(api, OPTIONS)
     assert code == 0
     assert {k.kind.kind for k in operator.serving} == set(FRAMEWORKS)
+    assert operator.trainjob_serving
     watched = [r.resource for r in api.requests if r.verb == "watch"]
     assert sorted(watched) == sorted(set(watched))  # one watch per resource
     jobs = {f"{k.plural}.{k.group}" for k in FRAMEWORKS.values()}
     owned = {"configmaps", "serviceaccounts", "roles.rbac.authorization.k8s.io"}
     owned |= {"rolebindings.rbac.authorization.k8s.io", "horizontalpodautoscalers.autoscaling"}
-    assert set(watched) == jobs | owned | {"pods", "services"}
-    assert len(watched) == 13
+    trainer = {"trainjobs.trainer.kubeflow.org", "jobsets.jobset.x-k8s.io"}
+    trainer |= {"trainingruntimes.trainer.kubeflow.org"}
+    trainer |= {"clustertrainingruntimes.trainer.kubeflow.org"}
+    assert set(watched) == jobs | owned | {"pods", "services"} | trainer
+    assert len(watched) == 17
     selectors = {
         r.resource: (r.body or {}).get("labelSelector") for r in api.requests if r.verb == "watch"
     }

@@ -34,7 +34,8 @@ from tfjob.api.observed import OwnedObject, Pod, Service
 from tfjob.api.types import Job
 from tfjob.core.queueing import prebuilt_workload_name
 from tfjob.runtimes.kubernetes.cache.informer import Informer, is_newer, object_key
-from tfjob.runtimes.kubernetes.cache.shared import OWNER_INDEX, SharedInformers, owner_key
+from tfjob.runtimes.kubernetes.cache.owner_index import OWNER_INDEX, owner_key
+from tfjob.runtimes.kubernetes.cache.shared import SharedInformers
 from tfjob.runtimes.kubernetes.transport.decode import CachedJob
 from tfjob.runtimes.kubernetes.transport.resources import (
     PODS,
@@ -83,6 +84,51 @@ class _Hold:
     versions: dict[Resource, str]
 
 
+class Holds:
+    """The hold itself, for any controller's view: which keys wait for which caches to
+    reach the resourceVersions written for them (the module docstring's rule).
+
+    A write to a resource with no cache here (a TrainJob's ConfigMaps, read by name
+    each pass: cache/trainjobs.py) holds nothing: what is read fresh cannot lag."""
+
+    def __init__(
+        self,
+        informers: dict[Resource, Informer[Any]],
+        hold_seconds: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self._informers = informers
+        self.hold_seconds = hold_seconds  # the longest a key is held
+        self._clock = clock
+        self._holds: dict[str, _Hold] = {}
+
+    def held(self, key: str) -> Held | None:
+        """`Held` while the caches lag behind the last writes for `key`."""
+        hold = self._holds.get(key)
+        if hold is None:
+            return None
+        left = hold.until - self._clock()
+        if left > 0 and not self._caught_up(hold):
+            return Held(left)
+        del self._holds[key]
+        return None
+
+    def hold(self, key: str, written: dict[Resource, str]) -> None:
+        """Hold `key` until the caches show `written` (resource: resourceVersion)."""
+        versions = {r: v for r, v in written.items() if r in self._informers}
+        if versions:
+            self._holds[key] = _Hold(self._clock() + self.hold_seconds, versions)
+
+    def forget(self, key: str) -> None:
+        self._holds.pop(key, None)
+
+    def _caught_up(self, hold: _Hold) -> bool:
+        return all(
+            not is_newer(version, self._informers[resource].resource_version)
+            for resource, version in hold.versions.items()
+        )
+
+
 class JobCaches:
     """One kind's view of the shared caches (shared.py), read one job at a time: its
     jobs' cache, and in the caches every kind shares, its jobs' objects only."""
@@ -103,27 +149,31 @@ class JobCaches:
         self.groups = list(shared.groups.values())
         self.kueue = shared.kueue
         self._workloads = [shared.kueue.workloads] if shared.kueue else []
-        self._informers: dict[Resource, Informer[Any]]
-        self._informers = {jobs_of(kind): self.jobs, PODS: self.pods, SERVICES: self.services}
-        self._informers |= {resource_of(k): shared.owned[resource_of(k)] for k in kind.owned_kinds}
-        self._informers |= shared.groups
-        self._informers |= {w.resource: w for w in self._workloads}
-        self.hold_seconds = hold_seconds  # the longest a job is held
-        self._clock = clock
-        self._holds: dict[str, _Hold] = {}
+        informers: dict[Resource, Informer[Any]]
+        informers = {jobs_of(kind): self.jobs, PODS: self.pods, SERVICES: self.services}
+        informers |= {resource_of(k): shared.owned[resource_of(k)] for k in kind.owned_kinds}
+        informers |= shared.groups
+        informers |= {w.resource: w for w in self._workloads}
+        self.holds = Holds(informers, hold_seconds, clock)
+
+    @property
+    def hold_seconds(self) -> float:
+        """The longest a job is held."""
+        return self.holds.hold_seconds
+
+    @hold_seconds.setter
+    def hold_seconds(self, seconds: float) -> None:
+        self.holds.hold_seconds = seconds
 
     def view(self, key: str) -> JobView | Held | None:
         """The job `key` with its objects; `Held` while the caches lag behind our last
         writes for it; None once the job is gone."""
-        hold = self._holds.get(key)
-        if hold is not None:
-            left = hold.until - self._clock()
-            if left > 0 and not self._caught_up(hold):
-                return Held(left)
-            del self._holds[key]
+        held = self.holds.held(key)
+        if held is not None:
+            return held
         job = self.jobs.get(key)
         if job is None:
-            self._holds.pop(key, None)
+            self.holds.forget(key)
             return None
         owner = owner_key(self.kind.kind, key)
         return JobView(
@@ -156,12 +206,4 @@ class JobCaches:
 
     def hold(self, view: JobView) -> None:
         """Hold the job until the caches show what this reconcile wrote."""
-        if view.written:
-            until = self._clock() + self.hold_seconds
-            self._holds[view.key] = _Hold(until, dict(view.written))
-
-    def _caught_up(self, hold: _Hold) -> bool:
-        return all(
-            not is_newer(version, self._informers[resource].resource_version)
-            for resource, version in hold.versions.items()
-        )
+        self.holds.hold(view.key, view.written)

@@ -8,8 +8,10 @@ ServiceAccounts, Roles, RoleBindings, HorizontalPodAutoscalers: the kinds'
 kinds that make them (`training.kubeflow.org/operator-name in (tfjob-controller, ...)`);
 gang-scheduling group objects, which carry no operator label, one per group kind in
 the operator's namespaces; with `--kueue-integration=external`, Kueue's Workloads and
-the cluster-scoped objects they name (kueue.py). With every CRD installed that is 13
-streams for today's six kinds, where one informer per kind and resource took 23.
+the cluster-scoped objects they name (kueue.py); with the TrainJob controller,
+TrainJobs, JobSets and the two kinds of runtimes (trainer_informers.py). With every
+CRD installed that is 17 streams for the six v1 kinds and TrainJob, where one
+informer per kind and resource took 23 for the six v1 kinds alone.
 
 Every shared cache is indexed by its objects' owning job *and kind*
 (`OWNER_INDEX`: `owner_key(kind, job key)`), so one kind's controller reads only its own
@@ -28,6 +30,8 @@ from tfjob.core.plan import GroupKind
 from tfjob.frameworks.framework import Framework
 from tfjob.runtimes.kubernetes.cache.informer import Informer, object_key
 from tfjob.runtimes.kubernetes.cache.kueue import KueueInformers
+from tfjob.runtimes.kubernetes.cache.owner_index import OWNER_INDEX, owner_key
+from tfjob.runtimes.kubernetes.cache.trainer_informers import TrainJobInformers
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
 from tfjob.runtimes.kubernetes.transport.decode import (
     POD_PROTO_CODEC,
@@ -44,20 +48,7 @@ from tfjob.runtimes.kubernetes.transport.resources import (
     resource_of,
 )
 
-OWNER_INDEX = "owner"  # the shared caches' index: owner_key(kind, job key) -> objects
-
 Owned = Pod | Service | OwnedObject
-
-
-def owner_key(kind: str, job: str) -> str:
-    """The index value of the objects of job `job` (`namespace/name`) of `kind`."""
-    return f"{kind}/{job}"
-
-
-def split_owner(owner: str) -> tuple[str, str]:
-    """(kind, job key) of an `owner_key`."""
-    kind, _, job = owner.partition("/")
-    return kind, job
 
 
 def group_resource(kind: GroupKind) -> Resource:
@@ -110,8 +101,11 @@ class SharedInformers:
         namespace: str | None,
         group_kinds: Sequence[GroupKind] = (),
         kueue: bool = False,
+        trainjobs: bool = False,
     ) -> None:
-        """`kueue`: also the caches of `--kueue-integration=external` (kueue.py)."""
+        """`kueue`: also the caches of `--kueue-integration=external` (kueue.py);
+        `trainjobs`: also those of the TrainJob controller (trainer_informers.py)."""
+        self.kinds = list(kinds)
         self.owners = Owners(kinds)
         self.jobs: dict[str, Informer[CachedJob]] = {
             kind.kind: Informer(
@@ -151,20 +145,24 @@ class SharedInformers:
             for kind in group_kinds
         }
         self.kueue = KueueInformers(client, namespace=namespace) if kueue else None
+        self.trainjobs = TrainJobInformers(client, namespace=namespace) if trainjobs else None
         for informer in self.owned_informers():
             informer.add_index(OWNER_INDEX, self.owners)
 
     def owned_informers(self) -> list[Informer[Any]]:
-        """Every cache of objects jobs own (all but the jobs'), indexed by owner: a
-        change of one queues its job."""
+        """Every cache of objects the v1 kinds' jobs own (all but the jobs'), indexed by
+        owner: a change of one queues its job. None without a v1 kind served."""
+        if not self.kinds:
+            return []
         workloads = [self.kueue.workloads] if self.kueue else []
         return [self.pods, self.services, *self.owned.values(), *self.groups.values(), *workloads]
 
     def informers(self) -> list[Informer[Any]]:
         """Every cache, those of the jobs' objects first (a job's first reconcile wants
         them synced; they are all synced before any reconcile anyway)."""
-        cluster = self.kueue.cluster_informers() if self.kueue else []
-        return [*self.owned_informers(), *cluster, *self.jobs.values()]
+        cluster = self.kueue.cluster_informers() if self.kueue and self.kinds else []
+        trainer = self.trainjobs.informers() if self.trainjobs else []
+        return [*self.owned_informers(), *cluster, *self.jobs.values(), *trainer]
 
 
 def _owned_resources(

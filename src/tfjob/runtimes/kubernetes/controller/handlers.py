@@ -5,6 +5,8 @@ reconciler (which only reads the caches), so the wiring is in one place. Every c
 of a job, or of an object it owns, queues the job in its kind's queue: level-triggered,
 the reconcile reads whatever the caches hold then. A shared cache's change is routed
 by its owner index (shared.py `Owners`): one lookup, one queue, whichever kind it is.
+TrainJobs (`wire_trainjobs`): a TrainJob's change, its JobSet's (by the owner index)
+and a change of the runtime it names queue it in the TrainJob controller's queue.
 """
 
 from __future__ import annotations
@@ -13,8 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfjob.api import trainjob as tj
+from tfjob.api.observed import OwnedObject
+from tfjob.api.training_runtime import TrainingRuntime
 from tfjob.runtimes.kubernetes.cache.informer import Handlers, key_of
-from tfjob.runtimes.kubernetes.cache.shared import Owned, Owners, SharedInformers, split_owner
+from tfjob.runtimes.kubernetes.cache.owner_index import split_owner
+from tfjob.runtimes.kubernetes.cache.shared import Owned, Owners, SharedInformers
+from tfjob.runtimes.kubernetes.cache.trainer_informers import TrainJobInformers, trainjob_owner
 from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
 from tfjob.runtimes.kubernetes.transport.decode import CachedJob
@@ -35,7 +42,38 @@ class Router:
         for shared in self.shared.owned_informers():
             shared.add_handlers(owned)
 
-    def job_handlers(self, queue: WorkQueue) -> Handlers[CachedJob]:
+    def wire_trainjobs(self, informers: TrainJobInformers, queue: WorkQueue) -> None:
+        """TrainJobs, their JobSets and the runtimes to the TrainJob controller's queue."""
+        informers.trainjobs.add_handlers(self.job_handlers(queue))
+
+        def jobset(obj: OwnedObject) -> None:
+            owner = trainjob_owner(obj)
+            if owner is not None:
+                queue.add(split_owner(owner)[1])
+
+        informers.jobsets.add_handlers(
+            Handlers(on_add=jobset, on_update=lambda _old, new: jobset(new), on_delete=jobset)
+        )
+        for kind, runtimes in (
+            (tj.TRAINING_RUNTIME, informers.runtimes),
+            (tj.CLUSTER_TRAINING_RUNTIME, informers.cluster_runtimes),
+        ):
+            runtimes.add_handlers(self._runtime_handlers(informers, kind, queue))
+
+    @staticmethod
+    def _runtime_handlers(
+        informers: TrainJobInformers, kind: str, queue: WorkQueue
+    ) -> Handlers[TrainingRuntime]:
+        """A runtime made, changed or deleted: every TrainJob naming it is reconciled
+        (one that waits for it, or is suspended, may now go on: core/trainjob)."""
+
+        def changed(runtime: TrainingRuntime) -> None:
+            for key in informers.users(kind, runtime):
+                queue.add(key)
+
+        return Handlers(on_add=changed, on_update=lambda _old, new: changed(new), on_delete=changed)
+
+    def job_handlers(self, queue: WorkQueue) -> Handlers[Any]:
         def added(job: CachedJob) -> None:
             # A job seen for the first time (or relisted) waits behind reactions of
             # jobs already reconciled: see workqueue.py. (Its metrics: lifecycle.py.)

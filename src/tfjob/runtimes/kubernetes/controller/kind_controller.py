@@ -7,14 +7,15 @@ per resource: cache/shared.py), the event recorder, the metrics and the Lease. A
 kind's view (`JobCaches`) holds its own jobs and, of the shared caches, the objects
 its jobs own (by the owner index); its queue holds only its jobs' `namespace/name`
 keys, so a key never needs to carry the kind and two kinds' jobs of one name never
-meet.
+meet. The worker loop (`Controller`) is every controller's: TrainJob's too
+(trainjob_controller.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -28,46 +29,29 @@ from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
 from tfjob.runtimes.kubernetes.controller.lifecycle import JobLifecycle
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
-from tfjob.runtimes.kubernetes.controller.reconciler import Reconciler
+from tfjob.runtimes.kubernetes.controller.reconciler import Reconciler, Result
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
 
 log = structlog.get_logger("tfjob.operator")
 
 
-class KindController:
-    """Everything that serves one kind of job."""
+class Reconciles(Protocol):
+    async def reconcile(self, key: str) -> Result: ...
 
-    def __init__(
-        self,
-        kind: Framework[Any],
-        client: KubeClient,
-        *,
-        shared: SharedInformers,
-        recorder: EventRecorder,
-        metrics: Metrics,
-        writes: ReconcileWrites,
-        settings: Settings,
-        parallelism: int,
-        namespace: str | None = None,
-    ) -> None:
-        """`namespace`: the one the operator is limited to (`--namespace`), if any:
-        its job series exist from start-up (lifecycle.py)."""
-        self.kind = kind
+
+class Controller:
+    """A queue, the reconciler its keys go to and the worker loop between them: what
+    every controller has (a v1 kind's below, TrainJob's in trainjob_controller.py)."""
+
+    reconciler: Reconciles
+
+    def __init__(self, name: str, kind_name: str, plural: str, metrics: Metrics) -> None:
+        """`name`: the `controller` label of its metrics; `kind_name`: its logs'."""
+        self._name = name
+        self._kind_name = kind_name
+        self.plural = plural  # its tasks' names
         self._metrics = metrics
-        self._name = kind.controller_name  # the `controller` label of upstream's metrics
-        self.queue = WorkQueue(hooks=metrics.queue_hooks(self._name))
-        self.caches = JobCaches(kind, shared)
-        JobLifecycle(kind, metrics, namespace).watch(self.caches)
-        self.reconciler = Reconciler(
-            kind=kind,
-            client=client,
-            caches=self.caches,
-            recorder=recorder,
-            metrics=metrics,
-            settings=settings,
-            writes=writes,
-            parallelism=parallelism,
-        )
+        self.queue = WorkQueue(hooks=metrics.queue_hooks(name))
 
     async def work(self) -> None:
         """The worker loop: the one place that hands keys back to the queue, from the
@@ -80,7 +64,7 @@ class KindController:
             await asyncio.sleep(0)
             if (key := await self.queue.get()) is None:
                 break
-            structlog.contextvars.bind_contextvars(job=key, kind=self.kind.kind)
+            structlog.contextvars.bind_contextvars(job=key, kind=self._kind_name)
             started = time.perf_counter()
             result = "success"
             try:
@@ -114,3 +98,37 @@ class KindController:
         else:
             log.warning("reconcile failed, will retry", error=text)
             self.queue.add_rate_limited(key)
+
+
+class KindController(Controller):
+    """Everything that serves one kind of job."""
+
+    def __init__(
+        self,
+        kind: Framework[Any],
+        client: KubeClient,
+        *,
+        shared: SharedInformers,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        writes: ReconcileWrites,
+        settings: Settings,
+        parallelism: int,
+        namespace: str | None = None,
+    ) -> None:
+        """`namespace`: the one the operator is limited to (`--namespace`), if any:
+        its job series exist from start-up (lifecycle.py)."""
+        super().__init__(kind.controller_name, kind.kind, kind.plural, metrics)
+        self.kind = kind
+        self.caches = JobCaches(kind, shared)
+        JobLifecycle(kind, metrics, namespace).watch(self.caches)
+        self.reconciler = Reconciler(
+            kind=kind,
+            client=client,
+            caches=self.caches,
+            recorder=recorder,
+            metrics=metrics,
+            settings=settings,
+            writes=writes,
+            parallelism=parallelism,
+        )

@@ -1,7 +1,10 @@
 """The operator process: one controller per kind, endpoints and (optionally) leader election.
 
 Each enabled kind whose CRD the API server serves gets a controller
-(kind_controller.py): its view of the caches, its queue, reconciler and workers. The
+(kind_controller.py): its view of the caches, its queue, reconciler and workers;
+Kubeflow Trainer's TrainJob too (trainjob_controller.py), when the TrainJob, runtime
+and JobSet CRDs are served (a TrainJob becomes a JobSet: without JobSet's API none
+could run). The
 rest is shared by every kind: the caches (one informer per resource:
 cache/shared.py, wired to the kinds' queues by handlers.py), the API client, the Event
 recorder, the metrics, the gang groups, the endpoints, the Lease.
@@ -51,14 +54,25 @@ from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
 from tfjob.runtimes.kubernetes.controller.gang_groups import GangGroups, GangUnavailable
 from tfjob.runtimes.kubernetes.controller.handlers import Router
-from tfjob.runtimes.kubernetes.controller.kind_controller import KindController
+from tfjob.runtimes.kubernetes.controller.kind_controller import Controller, KindController
 from tfjob.runtimes.kubernetes.controller.leader import LeaderConfig, LeaderElector, LeadershipLost
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
 from tfjob.runtimes.kubernetes.controller.server import Servers
+from tfjob.runtimes.kubernetes.controller.trainjob_controller import TrainJobController
 from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.transport.resources import (
+    CLUSTER_TRAINING_RUNTIMES,
+    JOBSETS,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    Resource,
+)
 
 log = structlog.get_logger("tfjob.operator")
 
+TRAINJOB = "TrainJob"  # its name among the kinds (--enable-scheme trainjob)
+# What the TrainJob controller needs served: its own kinds and the JobSets it makes.
+TRAINJOB_RESOURCES = (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, JOBSETS)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 EVENT_FLUSH_SECONDS = 20.0  # inside a 30 s grace period
 LOST_LEASE_EVENT_FLUSH_SECONDS = 1.0
@@ -90,8 +104,8 @@ class OperatorOptions:
     kube_api_qps: float = 0.0  # 0: no client-side throttle
     kube_api_burst: int = 0
     gang_scheduler_name: str = ""  # "": gang scheduling off (tfjob.core.gang)
-    # The kinds to serve, by kind name ("TFJob", "PyTorchJob"); empty: every kind
-    # (Kubeflow's --enable-scheme).
+    # The kinds to serve, by kind name ("TFJob", "PyTorchJob", "TrainJob"); empty:
+    # every kind (Kubeflow's --enable-scheme).
     kinds: tuple[str, ...] = ()
     # PyTorchJob's init container (Kubeflow's --pytorch-init-container-*).
     pytorch_init_container_image: str = Settings().pytorch_init_container_image
@@ -137,10 +151,13 @@ class Operator:
         self.gang = (
             GangGroups(client, options.gang_scheduler_name) if options.gang_scheduler_name else None
         )
-        self.enabled = enabled_kinds(options.kinds)
+        self.enabled = enabled_kinds(tuple(k for k in options.kinds if k != TRAINJOB))
+        self.trainjob_enabled = not options.kinds or TRAINJOB in options.kinds
         self.controllers: dict[str, KindController] = {}  # by kind name, as built
-        self.caches = self._build(self.enabled)
+        self.trainjob: TrainJobController | None = None  # as built
+        self.caches = self._build(self.enabled, trainjob=self.trainjob_enabled)
         self.serving: list[KindController] = []  # those whose CRD is installed (run)
+        self.trainjob_serving = False
         self.elector = (
             LeaderElector(
                 client,
@@ -174,9 +191,10 @@ class Operator:
         standby = self.elector is not None and not self.elector.is_leader
         return standby or self._synced
 
-    def _build(self, kinds: list[Framework[Any]]) -> SharedInformers:
+    def _build(self, kinds: list[Framework[Any]], *, trainjob: bool) -> SharedInformers:
         """The caches of `kinds` (one informer per resource), a controller for each
-        kind, and the routing of every cache change to its kind's queue."""
+        kind (and TrainJob's, with `trainjob`), and the routing of every cache change
+        to its kind's queue."""
         options = self.options
         shared = SharedInformers(
             self._client,
@@ -184,6 +202,7 @@ class Operator:
             namespace=options.namespace,
             group_kinds=self.gang.kinds if self.gang else (),
             kueue=options.kueue_integration == "external",
+            trainjobs=trainjob,
         )
         settings = options.settings()
         self.controllers = {
@@ -200,12 +219,28 @@ class Operator:
             )
             for kind in kinds
         }
-        Router(
+        router = Router(
             shared,
             queues={name: c.queue for name, c in self.controllers.items()},
             recorder=self.recorder,
-        ).wire()
+        )
+        router.wire()
+        self.trainjob = None
+        if shared.trainjobs is not None:
+            self.trainjob = TrainJobController(
+                self._client,
+                informers=shared.trainjobs,
+                recorder=self.recorder,
+                metrics=self.metrics,
+                writes=self.writes,
+            )
+            router.wire_trainjobs(shared.trainjobs, self.trainjob.queue)
         return shared
+
+    def running(self) -> list[Controller]:
+        """Every controller serving: the v1 kinds' whose CRD is installed, TrainJob's."""
+        trainjob = [self.trainjob] if self.trainjob_serving and self.trainjob else []
+        return [*self.serving, *trainjob]
 
     # -- running ----------------------------------------------------------------------
 
@@ -228,16 +263,18 @@ class Operator:
         try:
             if self.elector is not None and not await _unless_stopped(self.elector.acquire(), stop):
                 return 0
-            served = await self._served()
-            if not served:
+            served, trainjob = await self._served()
+            if not served and not trainjob:
                 log.error(
                     "no kind to serve: install a CRD of an enabled kind",
-                    enabled=[k.kind for k in self.enabled],
+                    enabled=[k.kind for k in self.enabled]
+                    + ([TRAINJOB] if self.trainjob_enabled else []),
                 )
                 return 1
-            if len(served) < len(self.enabled):  # the caches watch only what is served
-                self.caches = self._build(served)
+            if len(served) < len(self.enabled) or trainjob != self.trainjob_enabled:
+                self.caches = self._build(served, trainjob=trainjob)  # only what is served
             self.serving = [self.controllers[k.kind] for k in served]
+            self.trainjob_serving = trainjob
             return await self._lead(stop)
         finally:
             if self.elector is not None:
@@ -255,8 +292,8 @@ class Operator:
             for informer in self.caches.informers()
         ]
         background += [
-            asyncio.create_task(k.queue.run_timer(), name=f"queue-timer-{k.kind.plural}")
-            for k in self.serving
+            asyncio.create_task(k.queue.run_timer(), name=f"queue-timer-{k.plural}")
+            for k in self.running()
         ]
         background.append(asyncio.create_task(self.recorder.run(), name="events"))
         if self.elector is not None:
@@ -265,9 +302,9 @@ class Operator:
             if not await _unless_stopped(self._sync(), stop, background):
                 return self._exit_code(background)
             async with asyncio.TaskGroup() as group:
-                for kind in self.serving:
+                for kind in self.running():
                     for number in range(self.options.workers):
-                        group.create_task(kind.work(), name=f"worker-{kind.kind.plural}-{number}")
+                        group.create_task(kind.work(), name=f"worker-{kind.plural}-{number}")
                 group.create_task(self._stop_when(stop, background))
             # Events within the pod's 30 s grace period; when the Lease is lost, only a
             # moment for them: exit promptly.
@@ -293,19 +330,14 @@ class Operator:
             **{str(i.resource): len(i) for i in self.caches.informers()},
         )
 
-    async def _served(self) -> list[Framework[Any]]:
+    async def _served(self) -> tuple[list[Framework[Any]], bool]:
         """The enabled kinds whose resource the API server serves (their CRD is
-        installed); each left out is named in a warning."""
-        served: set[tuple[str, str, str]] = set()
-        for group_version in {(k.group, k.version) for k in self.enabled}:
-            path = "/apis/{}/{}".format(*group_version)
-            try:
-                document = msgspec.json.decode(await self._client.get_path(path), type=GroupVersion)
-            except ApiError as error:
-                if not error.not_found:
-                    raise
-                continue
-            served |= {(*group_version, r.name) for r in document.resources}
+        installed), and whether TrainJobs are served (enabled, with the runtimes' and
+        JobSet's CRDs); each left out is named in a warning."""
+        wanted = {(k.group, k.version) for k in self.enabled}
+        if self.trainjob_enabled:
+            wanted |= {(r.group, r.version) for r in TRAINJOB_RESOURCES}
+        served = await self._discover(wanted)
         serving = []
         for kind in self.enabled:
             if (kind.group, kind.version, kind.plural) in served:
@@ -316,14 +348,36 @@ class Operator:
                     kind=kind.kind,
                     resource=f"{kind.plural}.{kind.group}",
                 )
-        log.info("serving", kinds=[k.kind for k in serving])
-        return serving
+        trainjob = False
+        if self.trainjob_enabled:
+            missing = [str(r) for r in TRAINJOB_RESOURCES if _triple(r) not in served]
+            trainjob = not missing
+            if missing:
+                log.warning(
+                    "not serving a kind: its CRD is not installed", kind=TRAINJOB, missing=missing
+                )
+        log.info("serving", kinds=[k.kind for k in serving] + ([TRAINJOB] if trainjob else []))
+        return serving, trainjob
+
+    async def _discover(self, group_versions: set[tuple[str, str]]) -> set[tuple[str, str, str]]:
+        """(group, version, plural) of every resource these group/versions serve."""
+        served: set[tuple[str, str, str]] = set()
+        for group_version in group_versions:
+            path = "/apis/{}/{}".format(*group_version)
+            try:
+                document = msgspec.json.decode(await self._client.get_path(path), type=GroupVersion)
+            except ApiError as error:
+                if not error.not_found:
+                    raise
+                continue
+            served |= {(*group_version, r.name) for r in document.resources}
+        return served
 
     async def _stop_when(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
         """Shut the queue down on SIGTERM, or when a background task dies (lost Lease)."""
         await _unless_stopped(asyncio.Event().wait(), stop, background)
         log.info("stopping: finishing in-flight reconciles")
-        for kind in self.serving:
+        for kind in self.running():
             kind.queue.shut_down()
 
     @staticmethod
@@ -349,6 +403,10 @@ def enabled_kinds(names: tuple[str, ...]) -> list[Framework[Any]]:
     if unknown:
         raise ValueError(f"unknown kinds: {sorted(unknown)}")
     return [kind for name, kind in FRAMEWORKS.items() if name in names]
+
+
+def _triple(resource: Resource) -> tuple[str, str, str]:
+    return (resource.group, resource.version, resource.plural)
 
 
 def _failed(tasks: list[asyncio.Task[None]]) -> bool:

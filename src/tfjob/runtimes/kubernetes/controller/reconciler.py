@@ -84,7 +84,7 @@ class ActionsRefused(PermanentError):
         self.errors = list(errors)
 
 
-def _failure(errors: Sequence[Exception]) -> ActionsFailed | ActionsRefused:
+def actions_failure(errors: Sequence[Exception]) -> ActionsFailed | ActionsRefused:
     """Refused if every error is a refusal; one error worth retrying retries them all."""
     if all(isinstance(e, ApiError) and e.refused for e in errors):
         return ActionsRefused(errors)
@@ -176,7 +176,7 @@ class Reconciler:
             if error is not None:
                 errors.append(error)
         if errors:
-            raise _failure(errors)
+            raise actions_failure(errors)
         return DONE
 
     # -- one plan ---------------------------------------------------------------------
@@ -223,7 +223,7 @@ class Reconciler:
             await self._reject(view, job, refusal)
             return DONE
         if errors:
-            raise _failure(errors)
+            raise actions_failure(errors)
         return Result(requeue_after=plan.requeue_after)
 
     def _queueing(self, view: JobView, job: Job) -> dict[str, Any]:

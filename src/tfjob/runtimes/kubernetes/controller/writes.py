@@ -1,7 +1,8 @@
 """Every write a plan's action becomes, through one path with one policy.
 
 `Writer.write_of` turns an action (a pod, service, owned object, gang group or Kueue
-Workload, or the job itself: its deletion, a queued job's suspend) into a `Write`:
+Workload, or the job itself: its deletion, a queued job's suspend; a TrainJob's
+objects: `write_of_trainjob`) into a `Write`:
 what to send, where, and how it is reported. `Writer.apply` sends it and treats every
 answer the same way, whatever the object:
 - success: done. Its resourceVersion is noted on the view, so the job is held until
@@ -20,7 +21,9 @@ A replace (a conditional PUT of an owned object or a gang group, or of a Kueue
 Workload's status) and a patch (the job's `spec.runPolicy.suspend`, conditional on the
 job's resourceVersion) record no Event, as upstream records none: their 409 is
 routine (the object changed since it was read) and the job is reconciled again from
-the caches.
+the caches. A server-side apply (a TrainJob's JobSet, snapshot, hostfile, PodGroup:
+field manager `trainer`, forced, as Trainer applies them, so a swap between Trainer
+and tfjob keeps one owner of the fields) records none either, as Trainer records none.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tfjob.core.objects import PodRenderer
 from tfjob.core.plan import (
@@ -47,6 +50,7 @@ from tfjob.core.plan import (
     UpdateGroupStatus,
     UpdateOwned,
 )
+from tfjob.core.trainjob.plan import FIELD_MANAGER, ApplyObject, CreateObject, TrainJobAction
 from tfjob.frameworks.framework import Framework
 from tfjob.runtimes.kubernetes.cache.consistency import JobView
 from tfjob.runtimes.kubernetes.cache.shared import group_resource
@@ -74,12 +78,19 @@ class Verb(enum.Enum):
     CREATE = "Create"
     REPLACE = "Replace"
     PATCH = "Patch"  # a JSON merge patch
+    APPLY = "Apply"  # a server-side apply (field manager `trainer`, forced)
     DELETE = "Delete"
 
     @property
     def reported(self) -> bool:
         """Whether its success and failure are Events (creates and deletes only)."""
         return self in (Verb.CREATE, Verb.DELETE)
+
+
+class WriteLog(Protocol):
+    """A view that notes our writes (JobView, a TrainJob's TrainJobView): the hold."""
+
+    def wrote(self, resource: Resource, resource_version: str) -> None: ...
 
 
 Count = Callable[[], None]
@@ -108,27 +119,30 @@ class Writer:
 
     def __init__(
         self,
-        kind: Framework[Any],
+        kind: Framework[Any] | None,
         client: KubeClient,
         recorder: EventRecorder,
         metrics: Metrics,
         writes: ReconcileWrites,
     ) -> None:
-        self._kind = kind
+        self._kind = kind  # None: the TrainJob controller's (write_of_trainjob only)
         self._client = client
         self._recorder = recorder
         self._metrics = metrics
         self._writes = writes  # Events yield to the writes marked here
         self._owned = OwnedObjects(client, recorder)
 
-    async def apply(self, view: JobView, ref: ObjectRef, write: Write) -> Exception | None:
+    async def apply(self, view: WriteLog, ref: ObjectRef, write: Write) -> Exception | None:
         """Send `write`; None when done (or possibly done), else the error."""
         with self._writes.acting():
             try:
                 raw = await self._send(ref.namespace, write)
             except ApiError as error:
                 if write.verb is Verb.CREATE and error.already_exists:
-                    return await write.on_exists(view, ref) if write.on_exists else None
+                    if write.on_exists is None:
+                        return None
+                    assert isinstance(view, JobView), "only a v1 job's objects are taken over"
+                    return await write.on_exists(view, ref)
                 return self._failed(ref, write, error)
             except RequestTimeout:
                 return None  # it may have gone through; the watch will tell
@@ -153,6 +167,10 @@ class Writer:
             return await self._client.create(resource, namespace, body)
         if write.verb is Verb.PATCH:
             return await self._client.merge_patch(resource, namespace, name, body)
+        if write.verb is Verb.APPLY:
+            return await self._client.apply(
+                resource, namespace, name, body, field_manager=FIELD_MANAGER, force=True
+            )
         if write.subresource == "status":
             return await self._client.replace_status(resource, namespace, name, body)
         return await self._client.replace(resource, namespace, name, body)
@@ -204,6 +222,7 @@ class Writer:
         if isinstance(action, DeleteService):
             return Write(Verb.DELETE, SERVICES, action.name, "Service", said="service")
         if isinstance(action, DeleteJob):
+            assert self._kind is not None, "a v1 kind's writer"
             return Write(
                 Verb.DELETE,
                 jobs_of(self._kind),
@@ -217,9 +236,22 @@ class Writer:
             return self._owned_write(action)
         return self._suspend_write(action, ref)
 
+    def write_of_trainjob(self, action: TrainJobAction) -> Write:
+        """The write that carries out a TrainJob plan's action: applied, created (the
+        MPI Secret: one that exists is kept) or deleted (the JobSet past the deadline);
+        no Event, as Trainer records none for them."""
+        resource, noun = resource_of(action.kind), action.kind.kind
+        if isinstance(action, DeleteOwned):
+            return Write(Verb.DELETE, resource, action.name, noun, announces=False)
+        manifest = action.manifest
+        verb = Verb.APPLY if isinstance(action, ApplyObject) else Verb.CREATE
+        assert isinstance(action, ApplyObject | CreateObject)
+        return Write(verb, resource, action.name, noun, lambda: manifest, announces=False)
+
     def _suspend_write(self, action: SetSuspend, ref: ObjectRef) -> Write:
         """A queued job's `spec.runPolicy.suspend` (core/queued.py), patched only on
         the job as read: its resourceVersion in the patch makes it conditional."""
+        assert self._kind is not None, "a v1 kind's writer"
         patch = {
             "metadata": {"resourceVersion": ref.resource_version},
             "spec": {"runPolicy": {"suspend": action.value}},

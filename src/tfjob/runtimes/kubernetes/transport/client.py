@@ -439,6 +439,29 @@ class KubeClient:
             content_type="application/merge-patch+json",
         )
 
+    async def apply(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        field_manager: str,
+        force: bool = False,
+    ) -> bytes:
+        """Server-side apply `body` (JSON is YAML) as `field_manager`; `force` takes the
+        fields another manager owns instead of answering 409."""
+        params = {"fieldManager": field_manager}
+        if force:
+            params["force"] = "true"
+        return await self._send(
+            "PATCH",
+            resource.path(namespace, name),
+            params=params,
+            body=body,
+            content_type="application/apply-patch+yaml",
+        )
+
     async def delete(
         self, resource: Resource, namespace: str, name: str, *, propagation: str = ""
     ) -> bytes | None:

@@ -41,6 +41,13 @@ PODS: Final = Resource("", "v1", "pods")
 SERVICES: Final = Resource("", "v1", "services")
 EVENTS: Final = Resource("", "v1", "events")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
+# Kubeflow Trainer's kinds, and the JobSets a TrainJob becomes.
+TRAINJOBS: Final = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs")
+TRAINING_RUNTIMES: Final = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes")
+CLUSTER_TRAINING_RUNTIMES: Final = Resource(
+    "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"
+)  # cluster-scoped: listed and read with no namespace
+JOBSETS: Final = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
 
 
 def jobs_of(kind: KindDeclaration) -> Resource:
