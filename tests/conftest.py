@@ -55,8 +55,10 @@ MARKER_BY_FIXTURE = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by the fixtures it uses (see the module docstring)."""
+    """Mark each test by the fixtures it uses (see the module docstring); first, so
+    that xdist's own hook finds each test's group."""
     # The node's group is the longest: first, so that one worker starts on it while
     # the other takes the rest (xdist hands groups out in collection order).
     groups = {item.nodeid: _group_of(item) for item in items}

@@ -42,6 +42,12 @@ from testkit.operators import Jobs, RunningOperator
 
 KEEP = "helm.sh/resource-policy"
 ALL_KINDS = ["TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob", "MPIJob"]
+# Kubeflow Trainer's CRDs, installed whatever the kinds served.
+TRAINER_CRDS = {
+    "TrainJob": "trainjobs.trainer.kubeflow.org",
+    "TrainingRuntime": "trainingruntimes.trainer.kubeflow.org",
+    "ClusterTrainingRuntime": "clustertrainingruntimes.trainer.kubeflow.org",
+}
 
 Key = tuple[str, str, str]
 
@@ -84,7 +90,8 @@ def test_default_values_render_the_kustomize_base(control_plane: ControlPlane) -
     chart = without_keep(template("tfjob-system"))
     kustomize = by_key(render(REPO_ROOT / "manifests" / "base"))
     assert differences(kustomize, chart) == []
-    assert len([k for k in chart if k[0] == "CustomResourceDefinition"]) == len(ALL_KINDS)
+    crds = [k for k in chart if k[0] == "CustomResourceDefinition"]
+    assert len(crds) == len(ALL_KINDS) + len(TRAINER_CRDS)
 
 
 def test_namespaced_values_render_the_namespaced_overlay(control_plane: ControlPlane) -> None:
@@ -127,7 +134,7 @@ def test_the_values_users_set_reach_the_operator(control_plane: ControlPlane) ->
         },
     )
     crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
-    assert crds == {"pytorchjobs.kubeflow.org", "mpijobs.kubeflow.org"}
+    assert crds == {"pytorchjobs.kubeflow.org", "mpijobs.kubeflow.org", *TRAINER_CRDS.values()}
     rules = the(docs, "ClusterRole")["rules"]
     assert rules[0]["resources"] == ["pytorchjobs", "mpijobs"]
     assert rules[1]["resources"] == ["pytorchjobs/status", "mpijobs/status"]
@@ -267,7 +274,8 @@ def test_install_upgrade_and_uninstall_on_a_cluster(
     admin = plane.kubeconfig_path
     install = [str(CHART), "--namespace", "tfjob-system", "--create-namespace"]
     helm("install", "tfjob", *install, kubeconfig=admin)
-    wait_for(lambda: established(admin) == set(ALL_KINDS), 60, 0.5, "every CRD Established")
+    every = {*ALL_KINDS, *TRAINER_CRDS}
+    wait_for(lambda: established(admin) == every, 60, 0.5, "every CRD Established")
     labels = json.loads(kubectl("get", "namespace", "tfjob-system", "-o", "json", kubeconfig=admin))
     assert labels["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     # One namespace per run: a job's pods are checked against all pods of its namespace.
@@ -294,8 +302,16 @@ def test_install_upgrade_and_uninstall_on_a_cluster(
     assert kept.strip() == "namespace/tfjob-system"
     left = kubectl("get", "crd", "-o", "name", kubeconfig=admin).split()
     assert sorted(left) == sorted(
-        f"customresourcedefinition.apiextensions.k8s.io/{k.lower()}s.kubeflow.org"
-        for k in ALL_KINDS
+        [
+            *(
+                f"customresourcedefinition.apiextensions.k8s.io/{k.lower()}s.kubeflow.org"
+                for k in ALL_KINDS
+            ),
+            *(
+                f"customresourcedefinition.apiextensions.k8s.io/{name}"
+                for name in TRAINER_CRDS.values()
+            ),
+        ]
     )
     jobs = kubectl(
         "get", "tfjobs", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name} {end}",

@@ -47,13 +47,6 @@ def tfjob_operator(
     yield operators.start("--enable-scheme=trainjob")
 
 
-def test_the_operator_may_apply_a_trainjobs_configmaps() -> None:
-    """manifests/base's ClusterRole grants the ConfigMap patch a server-side apply is
-    (the other tests grant it themselves while it does not)."""
-    granted = trainjob_api.configmap_patch_granted()
-    assert granted, "manifests/base/rbac.yaml: configmaps lack 'patch'"
-
-
 @pytest.mark.usefixtures("tfjob_operator")
 def test_a_torch_trainjob_runs_to_complete(trainjobs: TrainJobs, nodes: Nodes) -> None:
     nodes.add(1)
