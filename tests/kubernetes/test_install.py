@@ -34,9 +34,15 @@ from testkit.install import (
     start_operator,
 )
 from testkit.kubelet import FakeKubelet
+from testkit.manager_process import install_crds
 from testkit.operators import Jobs, RunningOperator
 
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
+    return loaded
 
 
 @pytest.fixture
@@ -100,6 +106,8 @@ def test_cluster_overlay_runs_jobs_in_any_namespace(
 
 
 def test_namespaced_overlay_runs_jobs_with_a_role_only(
+    control_plane: ControlPlane,
+    kube: Client,
     kubeconfig: Path,
     namespace: str,
     jobs: Jobs,
@@ -120,6 +128,15 @@ def test_namespaced_overlay_runs_jobs_with_a_role_only(
     assert ("ClusterRole", "tfjob-operator") not in kinds
     assert ("ClusterRoleBinding", "tfjob-operator") not in kinds
     assert ("Role", "tfjob-operator") in kinds and ("RoleBinding", "tfjob-operator") in kinds
+    # Cluster-wide, only reading the runtimes a TrainJob names by default.
+    cluster_wide = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert [rule for role in cluster_wide for rule in role["rules"]] == [
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "resources": ["clustertrainingruntimes"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
     assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} <= {
         None,
         namespace,
@@ -138,9 +155,18 @@ def test_namespaced_overlay_runs_jobs_with_a_role_only(
     env = {"POD_NAMESPACE": namespace}
     args = expand(container["args"], env)
     assert f"--namespace={namespace}" in args
+    # With every CRD TrainJobs need (the overlay brought Trainer's; JobSet's here), the
+    # operator serves them too, so the Role and that one read must be enough for it.
+    jobset_crds = control_plane.assets.tool("jobset-controller-manager").resolve().parent
+    install_crds(
+        kube, [load_yaml(p) for p in sorted((jobset_crds / "config/crd/bases").glob("*.yaml"))]
+    )
     operator = start_operator(args, account, tmp_path / "operator.log", env)
     started.append(operator)
     operator.wait_ready()
+    log = operator.log_path.read_text(errors="replace").splitlines()
+    serving = [line for line in log if "serving" in line and "kinds" in line]
+    assert serving and "TrainJob" in serving[-1], operator.log_tail()
     job_runs_to_success(jobs, kubelet, "scoped")
 
 

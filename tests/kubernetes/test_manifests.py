@@ -34,6 +34,7 @@ from testkit.controlplane import (
     kustomization_files,
     load_manifest,
 )
+from tfjob.core.trainjob import plan as trainjob_plan
 
 TFJOB_PATH = "/apis/kubeflow.org/v1/namespaces/{ns}/tfjobs"
 
@@ -561,7 +562,26 @@ def test_cluster_role_grants_the_owned_objects_exactly_what_the_operator_uses() 
             if owned.prune or owned.deleted_when_suspended:
                 verbs.add("delete")
             used.setdefault((owned.group, owned.plural), set()).update(verbs)
+    for kind in trainjob_plan.watched_kinds():  # a TrainJob's ConfigMaps, applied too
+        if (kind.group, kind.plural) in used:
+            used[(kind.group, kind.plural)].add("patch")
     assert {key: granted.get(key) for key in used} == used
+
+
+def test_cluster_role_lets_the_trainjob_controller_apply_what_its_plans_write() -> None:
+    """Every object a TrainJob's plan writes but its Secret is server-side applied,
+    a PATCH (its JobSet, runtime snapshot, MPI hostfile, a coscheduling or Volcano
+    PodGroup); its JobSets are watched and deleted past the deadline."""
+    (role,) = [d for d in load_manifest(MANIFESTS_BASE / "rbac.yaml") if d["kind"] == "ClusterRole"]
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    for kind in trainjob_plan.watched_kinds():
+        if kind.kind != "Secret":
+            assert "patch" in granted.get((kind.group, kind.plural), set()), kind
+    assert {"list", "watch", "patch", "delete"} <= granted[("jobset.x-k8s.io", "jobsets")]
 
 
 def test_operator_identity_can_make_an_mpijob_launchers_objects(
