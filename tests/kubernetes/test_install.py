@@ -21,6 +21,7 @@ import yaml
 from lightkube import Client
 
 from testkit.controlplane import ControlPlane
+from testkit.helpers import wait_for
 from testkit.install import (
     OVERLAYS,
     REPO_ROOT,
@@ -164,9 +165,12 @@ def test_namespaced_overlay_runs_jobs_with_a_role_only(
     operator = start_operator(args, account, tmp_path / "operator.log", env)
     started.append(operator)
     operator.wait_ready()
-    log = operator.log_path.read_text(errors="replace").splitlines()
-    serving = [line for line in log if "serving" in line and "kinds" in line]
-    assert serving and "TrainJob" in serving[-1], operator.log_tail()
+    # (Ready already as a standby: the kinds served are logged once it leads.)
+    def serving() -> str | None:
+        log = operator.log_path.read_text(errors="replace").splitlines()
+        return next((line for line in log if "serving" in line and "kinds" in line), None)
+
+    assert "TrainJob" in wait_for(serving, 30, message="the operator to log what it serves")
     job_runs_to_success(jobs, kubelet, "scoped")
 
 

@@ -50,6 +50,19 @@ async def test_a_kind_whose_crd_is_not_installed_is_left_out() -> None:
     assert "pytorchjobs.kubeflow.org" not in listed
 
 
+async def test_a_throttled_or_failing_discovery_is_asked_again_at_start_up() -> None:
+    """A 429 or a 503 while finding which CRDs are installed is the API server's
+    passing state, not an answer: the operator asks again and serves the kind."""
+    api = FakeApi(served=[PODS, SERVICES, EVENTS, LEASES, TFJOBS])
+    api.fail(429, verb="get", when=lambda r: r.resource == "/apis/kubeflow.org/v1", times=2)
+    api.fail(503, verb="get", when=lambda r: r.resource == "/apis/kubeflow.org/v1")
+    operator, code = await _serve_until_synced(api, OPTIONS)
+    assert code == 0
+    assert [k.kind.kind for k in operator.serving] == ["TFJob"]
+    discovery = [r for r in api.of("get") if r.resource == "/apis/kubeflow.org/v1"]
+    assert len(discovery) == 4  # three refused, then the answer
+
+
 async def test_no_enabled_kind_installed_is_an_error() -> None:
     api = FakeApi(served=[PODS, SERVICES, EVENTS, LEASES, TFJOBS])
     options = OperatorOptions(

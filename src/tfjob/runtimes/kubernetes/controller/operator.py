@@ -48,6 +48,7 @@ import structlog
 from tfjob.core.settings import Settings
 from tfjob.frameworks.framework import Framework
 from tfjob.frameworks.registry import FRAMEWORKS
+from tfjob.runtimes.kubernetes.cache.backoff import Backoff
 from tfjob.runtimes.kubernetes.cache.shared import SharedInformers
 from tfjob.runtimes.kubernetes.controller import kueue_api
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
@@ -59,7 +60,7 @@ from tfjob.runtimes.kubernetes.controller.leader import LeaderConfig, LeaderElec
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
 from tfjob.runtimes.kubernetes.controller.server import Servers
 from tfjob.runtimes.kubernetes.controller.trainjob_controller import TrainJobController
-from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
+from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
 from tfjob.runtimes.kubernetes.transport.resources import (
     CLUSTER_TRAINING_RUNTIMES,
     JOBSETS,
@@ -76,6 +77,7 @@ TRAINJOB_RESOURCES = (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, J
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 EVENT_FLUSH_SECONDS = 20.0  # inside a 30 s grace period
 LOST_LEASE_EVENT_FLUSH_SECONDS = 1.0
+DISCOVERY_PATIENCE = 60.0  # seconds a discovery request is retried at start-up
 
 
 def default_lease_namespace() -> str:
@@ -362,16 +364,33 @@ class Operator:
     async def _discover(self, group_versions: set[tuple[str, str]]) -> set[tuple[str, str, str]]:
         """(group, version, plural) of every resource these group/versions serve."""
         served: set[tuple[str, str, str]] = set()
-        for group_version in group_versions:
-            path = "/apis/{}/{}".format(*group_version)
-            try:
-                document = msgspec.json.decode(await self._client.get_path(path), type=GroupVersion)
-            except ApiError as error:
-                if not error.not_found:
-                    raise
-                continue
-            served |= {(*group_version, r.name) for r in document.resources}
+        for group_version in sorted(group_versions):
+            document = await self._discovery_document("/apis/{}/{}".format(*group_version))
+            if document is not None:
+                served |= {(*group_version, r.name) for r in document.resources}
         return served
+
+    async def _discovery_document(self, path: str) -> GroupVersion | None:
+        """One group/version's discovery document; None when it is not served (404).
+        An answer that may change on its own (429, a 5xx, no answer) is asked again,
+        backing off, for up to DISCOVERY_PATIENCE seconds: one throttled request must
+        not stop the operator at start-up."""
+        backoff = Backoff(first=0.1, cap=5.0, jitter=0.5)
+        deadline = time.monotonic() + DISCOVERY_PATIENCE
+        while True:
+            try:
+                return msgspec.json.decode(await self._client.get_path(path), type=GroupVersion)
+            except ApiError as error:
+                if error.not_found:
+                    return None
+                if (error.code != 429 and error.code < 500) or time.monotonic() > deadline:
+                    raise
+                log.warning("discovery failed, trying again", path=path, error=str(error))
+            except TransportError as error:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("discovery failed, trying again", path=path, error=str(error))
+            await asyncio.sleep(backoff.delay())
 
     async def _stop_when(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
         """Shut the queue down on SIGTERM, or when a background task dies (lost Lease)."""
