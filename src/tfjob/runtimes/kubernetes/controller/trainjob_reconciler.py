@@ -38,7 +38,7 @@ from tfjob.runtimes.kubernetes.cache.trainjobs import TrainJobCaches, TrainJobVi
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
-from tfjob.runtimes.kubernetes.controller.mpi_keys import new_key_pair
+from tfjob.runtimes.mpi_keys import new_key_pair
 from tfjob.runtimes.kubernetes.controller.reconciler import DONE, Result, actions_failure
 from tfjob.runtimes.kubernetes.controller.status_writer import StatusConflict, StatusWriter
 from tfjob.runtimes.kubernetes.controller.writes import Writer
