@@ -25,7 +25,14 @@ from tfjob.core.convert import target
 from tfjob.core.convert.env import address_rewriter, derive
 from tfjob.core.convert.losses import Loss
 from tfjob.frameworks.framework import EnvVar, Framework
-from tfjob.frameworks.mlpolicy.base import ANCESTOR_LABEL, ANCESTOR_TRAINER, NODE, env_index
+from tfjob.frameworks.mlpolicy.base import (
+    ANCESTOR_LABEL,
+    ANCESTOR_TRAINER,
+    NODE,
+    cpus_per_node,
+    env_index,
+    gpus_per_node,
+)
 from tfjob.frameworks.registry import with_defaults
 from tfjob.frameworks.settings import Settings
 
@@ -98,11 +105,11 @@ def convert_nodes(job: Job, framework: Framework[Job], shipped: bool) -> NodeCon
     for key in ("command", "args"):
         if key in container:
             trainer[key] = list(container[key])
+    nproc = _nproc(job, losses)
     env = _env(job, framework, slots, container, source, losses)
     if env:
         trainer["env"] = env
     trainer["numNodes"] = nodes
-    nproc = _nproc(job, losses)
     if nproc is not None:
         trainer["numProcPerNode"] = nproc
     if shipped:
@@ -168,7 +175,9 @@ def _env(
     path = f"spec.{framework.spec_field}"
     derived = derive(per_pod, address_rewriter(name, addresses), path, list(addresses.values()))
     losses.extend(derived.losses)
-    owned = _runtime_values(source, len(slots), f"{name}-{NODE}-0-0.{name}", _nproc(job, []))
+    first = f"{name}-{NODE}-0-0.{name}"
+    nproc = _nproc(job, []) or _runtime_nproc(container.get("resources") or {})
+    owned = _runtime_values(source, len(slots), first, nproc)
     env = []
     for var in derived.env:
         if var["name"] not in owned:
@@ -189,11 +198,19 @@ def _port(var: EnvVar, ports: set[str]) -> EnvVar:
     return var
 
 
+def _runtime_nproc(resources: dict[str, Any]) -> str:
+    """PET_NPROC_PER_NODE as a torch runtime gives it without numProcPerNode: "auto"
+    with GPUs, else the node's CPU count (at least 1)."""
+    if gpus_per_node(resources):
+        return "auto"
+    return str(max(1, cpus_per_node(resources)))
+
+
 def _runtime_values(
-    source: str, nodes: int, first: str, nproc: int | None
+    source: str, nodes: int, first: str, nproc: int | str
 ) -> dict[str, dict[str, Any] | None]:
     """What the runtime gives each variable it owns (None: a value the conversion
-    cannot foresee, such as a CPU count)."""
+    does not foresee)."""
     values: dict[str, dict[str, Any] | None] = {n: None for n in _RUNTIME_OWNED[source]}
     if source == "torch":
         values["PET_NNODES"] = {"name": "PET_NNODES", "value": str(nodes)}
@@ -203,8 +220,7 @@ def _runtime_values(
             "name": "PET_MASTER_PORT",
             "value": str(target.RENDEZVOUS_PORT),
         }
-        if nproc is not None:
-            values["PET_NPROC_PER_NODE"] = {"name": "PET_NPROC_PER_NODE", "value": str(nproc)}
+        values["PET_NPROC_PER_NODE"] = {"name": "PET_NPROC_PER_NODE", "value": str(nproc)}
     return values
 
 
