@@ -48,7 +48,8 @@ def convert(job: Job) -> Conversion:
         loss = restart_loss(f"spec.{framework.spec_field}.{t}", spec.restart_policy)
         if loss is not None:
             losses.append(loss)
-    if framework.kind in target.SHIPPED and one_program(job, framework):
+    pods = sum(spec.replicas or 0 for spec in job.spec.replica_specs.values())
+    if framework.kind in target.SHIPPED and pods and one_program(job, framework):
         nodes = convert_nodes(job, framework, shipped=fits_shipped(job, framework))
         return Conversion(nodes.trainjob, nodes.runtime, losses + nodes.losses)
     replicas = convert_replicas(job, framework)
