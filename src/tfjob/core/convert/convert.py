@@ -42,7 +42,9 @@ def convert(job: Job) -> Conversion:
     """The TrainJob for `job` as written (not defaulted: a default is not a choice the
     user made, so it is not reported lost)."""
     framework = framework_of(job)
-    losses = run_policy_losses(job.spec.run_policy)
+    losses = run_policy_losses(
+        job.spec.run_policy, job.spec.run_policy.managed_by or job.spec.managed_by
+    )
     losses += spec_field_losses(job, framework, _MAPPED.get(framework.kind, ()))
     for t, spec in job.spec.replica_specs.items():
         loss = restart_loss(f"spec.{framework.spec_field}.{t}", spec.restart_policy)

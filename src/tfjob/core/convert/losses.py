@@ -30,8 +30,9 @@ class Loss:
         return f"{self.path}: {self.what}"
 
 
-def run_policy_losses(policy: RunPolicy) -> list[Loss]:
-    """runPolicy fields with no TrainJob form (activeDeadlineSeconds and suspend map)."""
+def run_policy_losses(policy: RunPolicy, managed_by: str | None) -> list[Loss]:
+    """runPolicy fields with no TrainJob form (activeDeadlineSeconds and suspend map);
+    `managed_by`: runPolicy's, else the spec's (tfjob's extension)."""
     base = "spec.runPolicy"
     losses = []
     if policy.clean_pod_policy is not None:
@@ -64,11 +65,12 @@ def run_policy_losses(policy: RunPolicy) -> list[Loss]:
                 "gang scheduling is the runtime's podGroupPolicy, not set by the conversion",
             )
         )
-    if policy.managed_by not in (None, MULTIKUEUE):
+    if managed_by not in (None, MULTIKUEUE):
+        where = base if policy.managed_by is not None else "spec"
         losses.append(
             Loss(
-                f"{base}.managedBy",
-                f"{policy.managed_by!r}: a TrainJob is managed by Trainer or MultiKueue only",
+                f"{where}.managedBy",
+                f"{managed_by!r}: a TrainJob is managed by Trainer or MultiKueue only",
             )
         )
     return losses

@@ -11,7 +11,7 @@ from typing import Any
 
 from tfjob.api import trainjob as tj
 from tfjob.api.types import Job
-from tfjob.core.convert.losses import NEAREST_RESTART
+from tfjob.core.convert.losses import MULTIKUEUE, NEAREST_RESTART
 
 #: Which shipped ClusterTrainingRuntime serves a kind, and its mlPolicy source.
 SHIPPED = {
@@ -45,7 +45,7 @@ def trainjob(job: Job, runtime_ref: dict[str, str], trainer: dict[str, Any]) -> 
     if policy.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = policy.active_deadline_seconds
     managed_by = policy.managed_by or job.spec.managed_by
-    if managed_by == "kueue.x-k8s.io/multikueue":
+    if managed_by == MULTIKUEUE:
         spec["managedBy"] = managed_by
     return {"apiVersion": tj.API_VERSION, "kind": tj.KIND, "metadata": metadata, "spec": spec}
 
