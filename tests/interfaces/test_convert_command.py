@@ -18,7 +18,7 @@ spec:
   jaxReplicaSpecs:
     Worker:
       replicas: 2
-      restartPolicy: OnFailure
+      restartPolicy: Never
       template:
         spec:
           containers:
@@ -49,16 +49,30 @@ def test_strict_fails_when_anything_is_lost_and_still_prints(tmp_path: Path) -> 
     assert "spec.runPolicy.cleanPodPolicy" in result.stderr
 
 
-def test_strict_passes_a_lossless_job_on_the_shipped_runtime(tmp_path: Path) -> None:
+def test_strict_passes_lossless_jobs_in_file_order(tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
     path.write_text(LOSSLESS + "---\n" + LOSSLESS.replace("lossless", "second"))
     result = tfjob("convert", "--strict", str(path))
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    first, second = documents(result.stdout)
-    assert [first["metadata"]["name"], second["metadata"]["name"]] == ["lossless", "second"]
-    assert first["spec"]["runtimeRef"]["name"] == "jax-distributed"
-    assert first["spec"]["trainer"]["numNodes"] == 2
+    printed = [(d["kind"], d["metadata"]["name"]) for d in documents(result.stdout)]
+    assert printed == [
+        ("TrainingRuntime", "lossless"),
+        ("TrainJob", "lossless"),
+        ("TrainingRuntime", "second"),
+        ("TrainJob", "second"),
+    ]
+
+
+def test_a_job_on_a_shipped_runtime_prints_the_trainjob_alone(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(LOSSLESS.replace("restartPolicy: Never", "restartPolicy: OnFailure"))
+    result = tfjob("convert", str(path))
+    assert result.returncode == 0, result.stderr
+    [trainjob] = documents(result.stdout)
+    assert trainjob["spec"]["runtimeRef"]["name"] == "jax-distributed"
+    assert trainjob["spec"]["trainer"]["numNodes"] == 2
+    assert "at most 6 times" in result.stderr  # a Job's default backoffLimit
 
 
 def test_bad_input_is_refused_with_status_2(tmp_path: Path) -> None:

@@ -36,7 +36,9 @@ from tfjob.frameworks.mlpolicy.base import (
 from tfjob.frameworks.registry import with_defaults
 from tfjob.frameworks.settings import Settings
 
-#: Container fields a TrainJob's trainer (or a runtime patch) carries.
+#: The retries a Job gives its pods when its template sets none (the shipped runtimes').
+JOB_BACKOFF_LIMIT = 6
+#: Container fields a TrainJob's trainer carries.
 _TRAINER_FIELDS = ("name", "image", "command", "args", "env", "resources")
 #: The variables a runtime's mlPolicy sets itself: a TrainJob may not set them.
 _RUNTIME_OWNED = {
@@ -113,6 +115,13 @@ def convert_nodes(job: Job, framework: Framework[Job], shipped: bool) -> NodeCon
     if nproc is not None:
         trainer["numProcPerNode"] = nproc
     if shipped:
+        losses.append(
+            Loss(
+                f"spec.{framework.spec_field}.{slots[0][0]}.restartPolicy",
+                f"'OnFailure' restarts a pod at most {JOB_BACKOFF_LIMIT} times on the shipped "
+                "runtime (a Job's default backoffLimit), not without limit",
+            )
+        )
         if "resources" in container:
             trainer["resourcesPerNode"] = container["resources"]
         ref = target.cluster_runtime_ref(runtime_name)
