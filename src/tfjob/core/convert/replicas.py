@@ -22,26 +22,12 @@ from tfjob.api.types import Job
 from tfjob.core.convert import target
 from tfjob.core.convert.env import address_rewriter, derive
 from tfjob.core.convert.losses import Loss
+from tfjob.core.convert.mpi import mpi_parts
 from tfjob.frameworks.framework import Framework
 from tfjob.frameworks.mlpolicy.base import upsert_env
-from tfjob.frameworks.mpi import LAUNCHER, WORKER, MPIJob, is_gpu_launcher
+from tfjob.frameworks.mpi import MPIJob
 from tfjob.frameworks.registry import with_defaults
 from tfjob.frameworks.settings import Settings
-
-#: What MPIJob's operator gives its launcher so that mpirun reaches the workers
-#: (kubexec.sh, delivered with kubectl, and the hostfile ConfigMap): a plain runtime has
-#: none of it; a runtime with mlPolicy.mpi reaches them over ssh, with sshd in them.
-_MPI_LAUNCHER_ENV = (
-    "OMPI_MCA_plm_rsh_agent",
-    "OMPI_MCA_orte_default_hostfile",
-    "I_MPI_HYDRA_BOOTSTRAP",
-    "I_MPI_HYDRA_BOOTSTRAP_EXEC",
-)
-#: What it gives a launcher that asks for no GPU, so none is given to it by mistake.
-_NO_GPU_ENV = (
-    {"name": "NVIDIA_VISIBLE_DEVICES", "value": ""},
-    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": ""},
-)
 
 
 @dataclass
@@ -52,35 +38,8 @@ class ReplicaConversion:
 
 
 def convert_replicas(job: Job, framework: Framework[Job]) -> ReplicaConversion:
-    name = job.metadata.name
     types = [t for t in framework.replica_types if t in job.spec.replica_specs]
-    defaulted = with_defaults(job)
-    kind_env = framework.pod_env(defaulted, Settings())
-    addresses = {
-        (t, i): f"{name}-{replica_key(t)}-0-{i}.{name}"
-        for t in types
-        for i in range(job.spec.replica_specs[t].replicas or 0)
-    }
-    rewrite = address_rewriter(name, addresses)
-    losses: list[Loss] = []
-    jobs = []
-    for t in types:
-        spec = job.spec.replica_specs[t]
-        pods = spec.replicas or 0
-        path = f"spec.{framework.spec_field}.{t}"
-        derived = derive(
-            [kind_env.for_replica(t, i) for i in range(pods)],
-            rewrite,
-            path,
-            [addresses[(t, i)] for i in range(pods)],
-        )
-        losses.extend(derived.losses)
-        template = copy.deepcopy(spec.template)
-        for c in (template.get("spec") or {}).get("containers") or []:
-            if framework.env_on_every_container or c.get("name") == framework.container_name:
-                upsert_env(c, *derived.env)
-        restart = spec.restart_policy or framework.default_restart_policy
-        jobs.append(target.replicated_job(replica_key(t), pods, template, restart))
+    jobs, losses = _replicated_jobs(job, framework, types)
     jobset: dict[str, Any] = {"replicatedJobs": jobs}
     masters = [replica_key(t) for t in types if t in framework.master_types]
     if masters:
@@ -94,38 +53,40 @@ def convert_replicas(job: Job, framework: Framework[Job]) -> ReplicaConversion:
             )
         )
     if isinstance(job, MPIJob):
-        losses.extend(_mpi(job, jobs, framework.container_name))
+        losses.extend(mpi_parts(job, jobs, framework.container_name))
     runtime = target.training_runtime(job, None, jobset)
     return ReplicaConversion(target.trainjob(job, target.own_runtime_ref(job), {}), runtime, losses)
 
 
-def _mpi(job: MPIJob, jobs: list[dict[str, Any]], container: str) -> list[Loss]:
-    """What MPIJob's operator adds: a worker's `sleep 365d` (when it has no command)
-    and the launcher's GPU guard kept; how mpirun reaches the workers lost."""
-    worker = next((j for j in jobs if j["name"] == replica_key(WORKER)), None)
-    containers = [] if worker is None else _containers(worker)
-    if containers and not containers[0].get("command"):
-        containers[0]["command"], containers[0]["args"] = ["sleep"], ["365d"]
-    launcher = next((j for j in jobs if j["name"] == replica_key(LAUNCHER)), None)
-    if launcher is None:
-        return []
-    if not is_gpu_launcher(job):
-        for c in _containers(launcher):
-            if c.get("name") == container:
-                upsert_env(c, *(dict(e) for e in _NO_GPU_ENV))
-    return [
-        Loss(
-            f"spec.mpiReplicaSpecs.{LAUNCHER}.env[{name}]",
-            "how the v1 launcher's mpirun reaches the workers (kubexec.sh, the hostfile) "
-            "has no TrainJob form: a runtime with mlPolicy.mpi uses ssh, with sshd in "
-            "the workers",
+def _replicated_jobs(
+    job: Job, framework: Framework[Job], types: list[str]
+) -> tuple[list[dict[str, Any]], list[Loss]]:
+    """One replicated Job per replica type, the kind's env in its template where it
+    has a template form; the env that has none."""
+    name = job.metadata.name
+    kind_env = framework.pod_env(with_defaults(job), Settings())
+    addresses = {
+        (t, i): f"{name}-{replica_key(t)}-0-{i}.{name}"
+        for t in types
+        for i in range(job.spec.replica_specs[t].replicas or 0)
+    }
+    rewrite = address_rewriter(name, addresses)
+    losses: list[Loss] = []
+    jobs = []
+    for t in types:
+        spec = job.spec.replica_specs[t]
+        pods = range(spec.replicas or 0)
+        derived = derive(
+            [kind_env.for_replica(t, i) for i in pods],
+            rewrite,
+            f"spec.{framework.spec_field}.{t}",
+            [addresses[(t, i)] for i in pods],
         )
-        for name in _MPI_LAUNCHER_ENV
-    ]
-
-
-def _containers(job: dict[str, Any]) -> list[dict[str, Any]]:
-    containers: list[dict[str, Any]] = (
-        job["template"]["spec"]["template"].get("spec", {}).get("containers") or []
-    )
-    return containers
+        losses.extend(derived.losses)
+        template = copy.deepcopy(spec.template)
+        for c in (template.get("spec") or {}).get("containers") or []:
+            if framework.env_on_every_container or c.get("name") == framework.container_name:
+                upsert_env(c, *derived.env)
+        restart = spec.restart_policy or framework.default_restart_policy
+        jobs.append(target.replicated_job(replica_key(t), len(pods), template, restart))
+    return jobs, losses
