@@ -48,6 +48,8 @@ def _established(kube: Client, name: str) -> bool:
 
 
 def _create(plane: ControlPlane, namespace: str, document: dict[str, Any]) -> tuple[int, Any]:
+    """A dry-run create in the test's namespace (a job may name its own)."""
+    document = {**document, "metadata": {**document["metadata"], "namespace": namespace}}
     path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/"
     query = "?fieldValidation=Strict&dryRun=All"
     return plane.request("POST", path + PLURALS[document["kind"]] + query, body=document)
