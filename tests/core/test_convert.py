@@ -342,3 +342,18 @@ def test_addresses_are_rewritten_whole_names_only() -> None:
     assert rewrite("j-worker-1:2222,j-worker-10.ns.svc.cluster.local:2222,xj-worker-1") == (
         "j-worker-0-1.j:2222,X:2222,xj-worker-1"
     )
+
+
+def test_a_sidecar_gets_the_kinds_env_as_the_v1_operator_gives_it() -> None:
+    text = PLAIN_PYTORCH.replace(
+        "              resources: {limits: {nvidia.com/gpu: 1}}\n",
+        "              resources: {limits: {nvidia.com/gpu: 1}}\n"
+        "            - {name: sidecar, image: registry.local/side:1}\n",
+    )
+    conversion = convert(load(text))
+    pods = jobset_pods(jobset_for(conversion))
+    for k in range(4):
+        sidecar = container_of(pods[("node", k)], ("sidecar",))
+        env = {v["name"]: v["value"] for v in sidecar["env"]}
+        assert env["RANK"] == str(k)
+        assert env["MASTER_ADDR"] == "plain-node-0-0.plain"

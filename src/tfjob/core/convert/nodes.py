@@ -32,6 +32,7 @@ from tfjob.frameworks.mlpolicy.base import (
     cpus_per_node,
     env_index,
     gpus_per_node,
+    upsert_env,
 )
 from tfjob.frameworks.registry import with_defaults
 from tfjob.frameworks.settings import Settings
@@ -129,7 +130,7 @@ def convert_nodes(job: Job, framework: Framework[Job], shipped: bool) -> NodeCon
     runtime = target.training_runtime(
         job,
         {"numNodes": nodes, source: {}},
-        {"replicatedJobs": [_node_job(job, framework, spec.template, spec.restart_policy, nodes)]},
+        {"replicatedJobs": [_node_job(framework, spec.template, spec.restart_policy, nodes, env)]},
     )
     return NodeConversion(
         target.trainjob(job, target.own_runtime_ref(job), trainer), runtime, losses
@@ -147,12 +148,21 @@ def _training_container(
 
 
 def _node_job(
-    job: Job, framework: Framework[Job], template: dict[str, Any], restart: str, nodes: int
+    framework: Framework[Job],
+    template: dict[str, Any],
+    restart: str,
+    nodes: int,
+    env: list[dict[str, Any]],
 ) -> dict[str, Any]:
+    """The trainer's `node` job from the v1 template: the training container renamed
+    `node` (the TrainJob's trainer gives it the env); where the kind gives every
+    container its env (PyTorchJob, ...), the others get it here."""
     pod = copy.deepcopy(template)
     for c in (pod.get("spec") or {}).get("containers") or []:
         if c.get("name") == framework.container_name:
             c["name"] = NODE
+        elif framework.env_on_every_container:
+            upsert_env(c, *copy.deepcopy(env))
     return target.replicated_job(
         NODE,
         nodes,
