@@ -22,6 +22,7 @@ COMMANDS = {
     "logs": ("logs_command", "Print or follow the output of a job's replicas."),
     "wait": ("wait_command", "Wait until a job on the cluster finishes."),
     "delete": ("delete_command", "Delete a job from the cluster."),
+    "convert": ("convert_command", "Print a v1 job as a Trainer v2 TrainJob, naming what is lost."),
     "operator": ("operator_command", "Run the Kubernetes operator: one controller per kind."),
 }
 

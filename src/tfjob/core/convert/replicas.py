@@ -1,0 +1,92 @@
+"""Any v1 job as a TrainingRuntime of its own: one replicated Job per replica type.
+
+For the kinds Trainer ships no runtime for (TFJob, PaddleJob, MPIJob) and for a
+PyTorchJob, JAXJob or XGBoostJob whose replica types run different templates. Each
+replica type becomes the replicated Job named after it in lower case (`worker`, `ps`,
+...) with its replicas as Indexed pods and its template whole; its pods are
+`<job>-<type>-0-<i>.<job>`, and the kind's env (TF_CONFIG, PADDLE_*, ...) goes into
+the template with the v1 pod names rewritten to those, where it has a template form
+(env.py). The job succeeds as the v1 job does when the kind has a master type (Chief,
+Master, Launcher): when its pods have; without one, when every pod has. No job is
+the trainer step, so the TrainJob names the runtime and overrides nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfjob.api.names import replica_key
+from tfjob.api.types import Job
+from tfjob.core.convert import target
+from tfjob.core.convert.env import address_rewriter, derive
+from tfjob.core.convert.losses import Loss
+from tfjob.core.convert.mpi import mpi_parts
+from tfjob.frameworks.framework import Framework
+from tfjob.frameworks.mlpolicy.base import upsert_env
+from tfjob.frameworks.mpi import MPIJob
+from tfjob.frameworks.registry import with_defaults
+from tfjob.frameworks.settings import Settings
+
+
+@dataclass
+class ReplicaConversion:
+    trainjob: dict[str, Any]
+    runtime: dict[str, Any]
+    losses: list[Loss] = field(default_factory=list)
+
+
+def convert_replicas(job: Job, framework: Framework[Job]) -> ReplicaConversion:
+    types = [t for t in framework.replica_types if t in job.spec.replica_specs]
+    jobs, losses = _replicated_jobs(job, framework, types)
+    jobset: dict[str, Any] = {"replicatedJobs": jobs}
+    masters = [replica_key(t) for t in types if t in framework.master_types]
+    if masters:
+        jobset["successPolicy"] = {"operator": "All", "targetReplicatedJobs": masters}
+    elif framework.kind == "TFJob":
+        losses.append(
+            Loss(
+                f"spec.{framework.spec_field}",
+                "a TFJob without a Chief succeeds when Worker 0 does; the JobSet when "
+                "every pod has",
+            )
+        )
+    if isinstance(job, MPIJob):
+        losses.extend(mpi_parts(job, jobs, framework.container_name))
+    runtime = target.training_runtime(job, None, jobset)
+    return ReplicaConversion(target.trainjob(job, target.own_runtime_ref(job), {}), runtime, losses)
+
+
+def _replicated_jobs(
+    job: Job, framework: Framework[Job], types: list[str]
+) -> tuple[list[dict[str, Any]], list[Loss]]:
+    """One replicated Job per replica type, the kind's env in its template where it
+    has a template form; the env that has none."""
+    name = job.metadata.name
+    kind_env = framework.pod_env(with_defaults(job), Settings())
+    addresses = {
+        (t, i): f"{name}-{replica_key(t)}-0-{i}.{name}"
+        for t in types
+        for i in range(job.spec.replica_specs[t].replicas or 0)
+    }
+    rewrite = address_rewriter(name, addresses)
+    losses: list[Loss] = []
+    jobs = []
+    for t in types:
+        spec = job.spec.replica_specs[t]
+        pods = range(spec.replicas or 0)
+        derived = derive(
+            [kind_env.for_replica(t, i) for i in pods],
+            rewrite,
+            f"spec.{framework.spec_field}.{t}",
+            [addresses[(t, i)] for i in pods],
+        )
+        losses.extend(derived.losses)
+        template = copy.deepcopy(spec.template)
+        for c in (template.get("spec") or {}).get("containers") or []:
+            if framework.env_on_every_container or c.get("name") == framework.container_name:
+                upsert_env(c, *derived.env)
+        restart = spec.restart_policy or framework.default_restart_policy
+        jobs.append(target.replicated_job(replica_key(t), len(pods), template, restart))
+    return jobs, losses
