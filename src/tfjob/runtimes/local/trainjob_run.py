@@ -162,11 +162,14 @@ class LocalTrainJobRun:
         self._pods = [self._mpi.localized(s, text) for s in pods_of(manifest, namespace)]
         for slot in self._pods:
             _in_file_folder(slot.manifest)
-            if kubelet.create_pod(slot.manifest):
-                self._observer.event(
-                    Event(type="Normal", reason="SuccessfulCreate", message=f"Created pod: "
-                          f"{slot.manifest['metadata']['name']}")
-                )  # fmt: skip
+            self._create(kubelet, slot.manifest)
+
+    def _create(self, kubelet: LocalKubelet, manifest: dict[str, Any]) -> None:
+        """Start a pod, reported as the Job controller's SuccessfulCreate event."""
+        name = manifest["metadata"]["name"]
+        if kubelet.create_pod(manifest):
+            event = Event(type="Normal", reason="SuccessfulCreate", message=f"Created pod: {name}")
+            self._observer.event(event)
 
     def _observe(self, kubelet: LocalKubelet) -> None:
         """The JobSet's status from its pods; a failed pod of a restartPolicy Never Job
@@ -195,9 +198,8 @@ class LocalTrainJobRun:
         ]
         for slot in self._pods:
             pod = by_name.get(slot.manifest["metadata"]["name"])
-            if pod is not None:
-                phase = pod.phase if pod.deleted_at is None else "Failed"
-                states.append(PodState(slot.job.name, slot.index, phase, pod.restarts))
+            if pod is not None and pod.deleted_at is None:  # a replaced one is counted above
+                states.append(PodState(slot.job.name, slot.index, pod.phase, pod.restarts))
         return states
 
     def _replace(self, kubelet: LocalKubelet, slot: PodSlot) -> None:
@@ -211,7 +213,7 @@ class LocalTrainJobRun:
         manifest["metadata"]["name"] = f"{slot.hostname}-retry{attempt}"
         new = PodSlot(slot.job, slot.index, slot.hostname, slot.port, manifest)
         self._pods = [new if s is slot else s for s in self._pods]
-        kubelet.create_pod(manifest)
+        self._create(kubelet, manifest)
 
     def _terminal(self) -> bool:
         status = (self._jobset or {}).get("status") or {}
