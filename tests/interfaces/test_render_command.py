@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -65,10 +66,15 @@ def test_gang_scheduler_name_adds_the_groups_and_ties_the_pods_to_them() -> None
 TORCH_DDP = REPO / "examples/trainjob/torch-ddp.yaml"
 
 
+def _objects(*args: str) -> list[dict[str, Any]]:
+    """A TrainJob's rendered objects, read as nested documents."""
+    return [dict(d) for d in _render(*args)]
+
+
 def test_a_trainjob_renders_its_runtime_snapshot_then_its_jobset() -> None:
     """What the TrainJob controller applies for the example, from Trainer's shipped
     torch-distributed: the cluster's names and port, not the local run's."""
-    snapshot, jobset = _render(str(TORCH_DDP), "-n", "team")
+    snapshot, jobset = _objects(str(TORCH_DDP), "-n", "team")
     assert (snapshot["kind"], snapshot["metadata"]["name"]) == (
         "ConfigMap",
         "torch-ddp-runtime-snapshot",
@@ -100,14 +106,14 @@ def test_an_mpi_trainjob_renders_its_ssh_secret_and_hostfile(tmp_path: Path) -> 
     }
     path = tmp_path / "trainjob.yaml"
     path.write_text(yaml.safe_dump(trainjob))
-    kinds = [(d["kind"], d["metadata"]["name"]) for d in _render(str(path))]
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in _objects(str(path))]
     assert kinds == [
         ("ConfigMap", "ds-runtime-snapshot"),
         ("Secret", "ds-mpi-ssh-auth"),
         ("ConfigMap", "ds-mpi-hostfile"),
         ("JobSet", "ds"),
     ]
-    hostfile = _render(str(path))[2]["data"]["hostfile"]
+    hostfile = _objects(str(path))[2]["data"]["hostfile"]
     # Every node pod's name and the launcher's (runLauncherAsNode), one slot each.
     assert sorted(hostfile.splitlines()) == [
         "ds-launcher-0-0.ds slots=1", "ds-node-0-0.ds slots=1", "ds-node-0-1.ds slots=1"
