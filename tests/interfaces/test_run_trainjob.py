@@ -210,6 +210,18 @@ def test_a_failing_node_fails_the_trainjob_after_its_retries(tmp_path: Path) -> 
     assert "tf failed: jobset failed" in result.stderr
 
 
+def test_the_active_deadline_fails_the_trainjob_and_stops_its_nodes(tmp_path: Path) -> None:
+    trainjob = _trainjob(
+        "dl", "torch-distributed", 1, ["python3", "-c", "import time; time.sleep(60)"]
+    )
+    trainjob["spec"]["activeDeadlineSeconds"] = 1
+    result = _run(tmp_path, trainjob)
+    assert result.returncode == 1
+    assert _condition(tmp_path / "run")[1:] == (
+        "DeadlineExceeded", "TrainJob exceeded its active deadline"
+    )  # fmt: skip
+
+
 def test_a_missing_runtime_fails_as_on_a_cluster(tmp_path: Path) -> None:
     result = _run(tmp_path, _trainjob("nr", "no-such-runtime", 1, ["python3", "-V"]))
     assert result.returncode == 1
