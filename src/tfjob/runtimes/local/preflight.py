@@ -192,6 +192,8 @@ def check_jobset(jobset: Mapping[str, Any], base_dir: Path, *, mpi: bool) -> lis
             if mpi and job.get("name") == "node" and _has_launcher(jobset):
                 continue  # waits locally (trainjob_mpi.py): its sshd is not run
             where = f"JobSet replicatedJobs[{job.get('name')}].containers[{index}]"
+            if _trainer_step(job) and container.get("name") == "node":
+                where = "spec.trainer"  # the command the TrainJob gives, or would
             errors += _check_container(container, where, base_dir)
     if size > MAX_LOCAL_REPLICAS:
         errors.append(
@@ -208,3 +210,8 @@ def check_jobset(jobset: Mapping[str, Any], base_dir: Path, *, mpi: bool) -> lis
 def _has_launcher(jobset: Mapping[str, Any]) -> bool:
     jobs = (jobset.get("spec") or {}).get("replicatedJobs") or []
     return any(job.get("name") == "launcher" for job in jobs)
+
+
+def _trainer_step(job: Mapping[str, Any]) -> bool:
+    labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    return bool(labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer")

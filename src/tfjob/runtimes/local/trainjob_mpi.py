@@ -23,9 +23,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-
 from tfjob.api.training_runtime import TrainingRuntime
 from tfjob.frameworks.mlpolicy.base import LAUNCHER, NODE, KeyPair
 from tfjob.frameworks.mpi import LOCAL_AGENT, ROOT_ENV
@@ -38,7 +35,11 @@ _SLOTS = re.compile(r"slots=(\d+)")
 
 
 def new_key_pair() -> KeyPair:
-    """An ECDSA P-521 key pair in the Secret's form, as the operator makes it."""
+    """An ECDSA P-521 key pair in the Secret's form, as the operator makes it
+    (cryptography is imported here: only an MPI runtime's run needs it)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     key = ec.generate_private_key(ec.SECP521R1())
     private = key.private_bytes(
         serialization.Encoding.PEM,
