@@ -19,6 +19,7 @@ import yaml
 
 from testkit.tfjob_cli import REPO, tfjob, write
 from tfjob.interfaces.job_files import BadInput, read_trainer_file
+from tfjob.runtimes.local.jobset_pods import pods_of
 
 # argv: the variables naming node 0's address (host and port, or one host:port), this
 # node's rank and the node count. Prints them (and sys.prefix) as JSON; node 0 then
@@ -280,3 +281,47 @@ def test_an_mpi_runtime_runs_mpirun_from_the_launcher_with_local_slots(tmp_path:
     lines = set(result.stdout.splitlines())
     assert {"[mp-launcher-0-0] rank 0 of 2", "[mp-launcher-0-0] rank 1 of 2"} <= lines
     assert _condition(tmp_path / "run")[0] == "Complete"
+
+
+def test_each_host_name_maps_to_its_own_port_even_when_one_prefixes_another() -> None:
+    """`tj-node-0-1` is a prefix of `tj-node-0-10`: each must get its own port; an
+    address with the subdomain and a port, and a `*_PORT` beside an address, too."""
+    env = [
+        {"name": "ONE", "value": "tj-node-0-1.tj"},
+        {"name": "TEN", "value": "tj-node-0-10.tj.default.svc:29500"},
+        {"name": "TEN_PORT", "value": "29500"},
+        {"name": "OTHER", "value": "tj-node-0-1x"},
+    ]
+    container = {"name": "node", "command": ["x"], "env": env, "ports": [{"containerPort": 29500}]}
+    jobset = {
+        "metadata": {"name": "tj"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "node",
+                    "template": {
+                        "spec": {
+                            "parallelism": 11,
+                            "completions": 11,
+                            "template": {"spec": {"containers": [container]}},
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    pods = pods_of(jobset, "default")
+    assert [p.hostname for p in pods] == [f"tj-node-0-{i}" for i in range(11)]
+    port = {p.hostname: p.port for p in pods}
+    got = {e["name"]: e["value"] for e in pods[3].manifest["spec"]["containers"][0]["env"]}
+    assert got == {
+        "TFJOB_PORT": str(port["tj-node-0-3"]),
+        "ONE": "127.0.0.1",
+        "TEN": f"127.0.0.1:{port['tj-node-0-10']}",
+        "TEN_PORT": str(port["tj-node-0-10"]),  # TEN's, the address of its stem
+        "OTHER": "tj-node-0-1x",
+    }
+    assert (
+        pods[3].manifest["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        == "3"
+    )

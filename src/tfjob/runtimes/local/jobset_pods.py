@@ -10,8 +10,9 @@ as its rank). Here each such pod is one local pod named by its hostname, with on
 machine: a pod's host name (alone, with the subdomain or a longer domain) becomes
 `127.0.0.1`, `host:port` becomes `127.0.0.1:<that pod's port>`, and a `*_PORT`
 variable beside an address (torch's `PET_MASTER_PORT`, XGBoost's
-`DMLC_TRACKER_PORT`) holding a port that pod declares becomes that pod's port, as a
-v1 job's env names each replica's local port (ports.py).
+`DMLC_TRACKER_PORT`; the address of the same stem first) holding a port that pod
+declares becomes that pod's port, as a v1 job's env names each replica's local port
+(ports.py).
 """
 
 from __future__ import annotations
@@ -178,8 +179,12 @@ class _AddressMap:
         if not isinstance(value, str):
             return env
         replaced = self._pattern.sub(self._local, value)
-        if replaced == value and str(env.get("name", "")).endswith("_PORT"):
-            replaced = self._port_beside(value, siblings)
+        name = str(env.get("name", ""))
+        if replaced == value and name.endswith("_PORT"):
+            # Its own address first (PET_MASTER_ADDR for PET_MASTER_PORT), then any.
+            stem = name.removesuffix("_PORT")
+            ranked = sorted(siblings, key=lambda e: not str(e.get("name", "")).startswith(stem))
+            replaced = self._port_beside(value, ranked)
         return env if replaced == value else {**env, "value": replaced}
 
     def _local(self, match: re.Match[str]) -> str:
