@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from testkit.tfjob_cli import REPO, tfjob, write
+from testkit.run_processes import gone_within
+from testkit.tfjob_cli import REPO, start_tfjob, tfjob, write
 from tfjob.interfaces.job_files import BadInput, read_trainer_file
 from tfjob.runtimes.local.jobset_pods import pods_of
 
@@ -325,3 +328,34 @@ def test_each_host_name_maps_to_its_own_port_even_when_one_prefixes_another() ->
         pods[3].manifest["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
         == "3"
     )
+
+
+def test_ctrl_c_stops_every_node_with_exit_130(tmp_path: Path) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    # Each node writes its pid (to a temporary name, then renamed: never read half
+    # written) and sleeps.
+    code = (
+        f"import os, time; p = os.path.join({str(pid_dir)!r}, os.environ['PET_NODE_RANK'])\n"
+        "open(p + '.tmp', 'w').write(str(os.getpid())); os.rename(p + '.tmp', p)\n"
+        "time.sleep(120)"
+    )
+    path = write(
+        tmp_path / "trainjob.yaml", _trainjob("cc", "torch-distributed", 2, ["python3", "-c", code])
+    )
+    process = start_tfjob(
+        "run", str(path), "--run-dir", str(tmp_path / "run"), "--no-view", "--grace-period", "1"
+    )
+    try:
+        for _ in range(300):
+            if len(list(pid_dir.glob("[0-9]"))) == 2:
+                break
+            time.sleep(0.05)
+        pids = [int(p.read_text()) for p in pid_dir.glob("[0-9]")]
+        assert len(pids) == 2
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+        assert gone_within(pids, 5.0)
+    finally:
+        process.kill()
+        process.wait()

@@ -8,6 +8,7 @@ import signal
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import click
 import msgspec
@@ -36,6 +37,8 @@ from tfjob.runtimes.local.trainjob_run import LocalTrainJobRun, admitted_trainjo
 
 # A run stopped by a signal exits as a shell reports a process killed by it: 128 + N.
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 @naming_kinds
@@ -129,13 +132,8 @@ def command(
     Example: tfjob run examples/ping/job.yaml
     """
     if holds_trainjob(job_file):
-        options = RunOptions(
-            base_dir=job_file.resolve().parent,
-            run_dir=run_dir or Path(),
-            grace_period=grace_period,
-            namespace=namespace,
-        )
-        _run_trainjob_file(job_file, runtime_file, options, output, no_view)
+        given = RunOptions(job_file.resolve().parent, run_dir or Path(), grace_period, namespace)
+        _run_trainjob_file(job_file, runtime_file, given, output, no_view, run_dir is None)
     if runtime_file is not None:
         raise BadInput("--runtime is for a TrainJob; this file holds no TrainJob")
     job = _one_job(job_file)
@@ -154,7 +152,7 @@ def command(
         for warning in warnings:
             console.note(warning, warning=True)
         console.note(f"logs in {options.run_dir}/")
-        final, stopped_by = asyncio.run(_run(job, options, console))
+        final, stopped_by = asyncio.run(_run(LocalRun(job, options, console), console))
     if output:
         click.echo(_render(final, output))
     sys.exit(_exit_status(final, stopped_by))
@@ -171,9 +169,16 @@ def _one_job(job_file: Path) -> Job:
     return jobs[0]
 
 
-async def _run(job: Job, options: RunOptions, console: RunConsole) -> tuple[Job, int | None]:
+class _Run(Protocol[T_co]):
+    """A local run (of a v1 job, or of a TrainJob) that a signal can stop."""
+
+    async def run(self) -> T_co: ...
+
+    def stop(self) -> None: ...
+
+
+async def _run(run: _Run[T], console: RunConsole) -> tuple[T, int | None]:
     """Run to the end; also returns the signal that stopped the run, if one did."""
-    run = LocalRun(job, options, console)
     stopped_by: list[int] = []
 
     def stop(signum: int) -> None:
@@ -223,6 +228,7 @@ def _run_trainjob_file(
     options: RunOptions,
     output: str | None,
     no_view: bool,
+    default_run_dir: bool,
 ) -> None:
     """Check the TrainJob and its runtimes as `kubectl apply` would, then its JobSet as
     this machine needs it, then run it; exits with its outcome."""
@@ -237,7 +243,7 @@ def _run_trainjob_file(
     runtime = find_runtime(trainjob, given)
     _preflight(job_file, trainjob, runtime, options.base_dir)
     name = trainjob.metadata.name
-    if options.run_dir == Path():
+    if default_run_dir:
         options = dataclasses.replace(options, run_dir=_default_run_dir(name))
     stream = sys.stderr if output else sys.stdout
     with RunConsole(stream, f"TrainJob {name}", live_view=not no_view) as console:
@@ -245,7 +251,7 @@ def _run_trainjob_file(
             console.note(_no_runtime(trainjob), warning=True)
         console.note(f"logs in {options.run_dir}/")
         run = LocalTrainJobRun(trainjob, runtime, options, console)
-        final, stopped_by = asyncio.run(_supervised(run, console))
+        final, stopped_by = asyncio.run(_run(run, console))
     if output:
         document = {"apiVersion": final.api_version, "kind": final.kind, **encode(final)}
         click.echo(_dump(document, output))
@@ -280,25 +286,6 @@ def _no_runtime(trainjob: TrainJob) -> str:
         f"no {ref.kind_or_default} {ref.name!r} in the file or --runtime FILE"
         f" (shipped ClusterTrainingRuntimes: {shipped})"
     )
-
-
-async def _supervised(run: LocalTrainJobRun, console: RunConsole) -> tuple[TrainJob, int | None]:
-    stopped_by: list[int] = []
-
-    def stop(signum: int) -> None:
-        stopped_by.append(signum)
-        console.note(f"{signal.Signals(signum).name}: stopping every replica")
-        run.stop()
-
-    loop = asyncio.get_running_loop()
-    for signum in _STOP_SIGNALS:
-        loop.add_signal_handler(signum, stop, signum)
-    try:
-        final = await run.run()
-    finally:
-        for signum in _STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
-    return final, (stopped_by[0] if stopped_by else None)
 
 
 def _trainjob_status(name: str, trainjob: TrainJob) -> int:
