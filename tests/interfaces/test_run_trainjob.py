@@ -176,9 +176,12 @@ def test_a_runtime_file_gives_the_xgboost_tracker(tmp_path: Path) -> None:
 
 
 def test_a_success_policy_on_one_job_completes_while_another_still_runs(tmp_path: Path) -> None:
-    """JobSet's success policy, `All` of the targeted jobs: the driver's end completes
-    the TrainJob though the server job never ends; the server is then stopped."""
+    """JobSet's success policy, `All` of the targeted jobs: the node job's end completes
+    the TrainJob though the server job never ends; the server is then stopped. Its
+    init container (which would fail) is not run, and the run says so."""
     server = _job("server", ["python3", "-c", "import time; time.sleep(600)"], trainer=False)
+    init = {"name": "wait", "image": "busybox", "command": ["false"]}
+    server["template"]["spec"]["template"]["spec"]["initContainers"] = [init]
     runtime = _runtime(
         "pair",
         {"numNodes": 1},
@@ -190,6 +193,7 @@ def test_a_success_policy_on_one_job_completes_while_another_still_runs(tmp_path
     )
     result = _run(tmp_path, runtime, trainjob)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "JobSet replicatedJobs[server]: init containers are not run locally" in result.stdout
     assert _condition(tmp_path / "run")[0] == "Complete"
     jobs = {j["name"]: j for j in _final(tmp_path / "run")["status"]["jobsStatus"]}
     assert (jobs["node"]["succeeded"], jobs["server"]["active"]) == (1, 1)

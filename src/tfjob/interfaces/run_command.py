@@ -241,7 +241,7 @@ def _run_trainjob_file(
     given = found.runtimes + ([] if runtime_file is None else read_runtimes(runtime_file))
     trainjob = admitted_trainjob(found.trainjobs[0], options.namespace)
     runtime = find_runtime(trainjob, given)
-    _preflight(job_file, trainjob, runtime, options.base_dir)
+    warnings = _preflight(job_file, trainjob, runtime, options.base_dir)
     name = trainjob.metadata.name
     if default_run_dir:
         options = dataclasses.replace(options, run_dir=_default_run_dir(name))
@@ -249,6 +249,8 @@ def _run_trainjob_file(
     with RunConsole(stream, f"TrainJob {name}", live_view=not no_view) as console:
         if runtime is None:
             console.note(_no_runtime(trainjob), warning=True)
+        for warning in warnings:
+            console.note(warning, warning=True)
         console.note(f"logs in {options.run_dir}/")
         run = LocalTrainJobRun(trainjob, runtime, options, console)
         final, stopped_by = asyncio.run(_run(run, console))
@@ -262,21 +264,22 @@ def _run_trainjob_file(
 
 def _preflight(
     job_file: Path, trainjob: TrainJob, runtime: TrainingRuntime | None, base_dir: Path
-) -> None:
+) -> list[str]:
     """What this machine needs of the JobSet the core would make (nothing when the
     runtime is missing or cannot be built: the core then fails the TrainJob, as the
-    controller does on a cluster)."""
+    controller does on a cluster); returns what the run leaves out."""
     if runtime is None:
-        return
+        return []
     try:
         built = build(trainjob, runtime, secret_exists=True, key_pair=None)
     except ValueError:
-        return
+        return []
     policy = runtime.spec.ml_policy
     mpi = policy is not None and policy.mpi is not None
     errors = preflight.check_jobset(built.jobset, base_dir, mpi=mpi)
     if errors:
         raise invalid(str(job_file), errors, "TrainJob")
+    return preflight.jobset_warnings(built.jobset)
 
 
 def _no_runtime(trainjob: TrainJob) -> str:

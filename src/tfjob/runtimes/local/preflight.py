@@ -215,3 +215,14 @@ def _has_launcher(jobset: Mapping[str, Any]) -> bool:
 def _trainer_step(job: Mapping[str, Any]) -> bool:
     labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
     return bool(labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer")
+
+
+def jobset_warnings(jobset: Mapping[str, Any]) -> list[str]:
+    """What a TrainJob's local run leaves out: init containers (every pod starts at
+    once here, as for the v1 kinds)."""
+    return [
+        f"JobSet replicatedJobs[{job.get('name')}]: init containers are not run locally"
+        for job in (jobset.get("spec") or {}).get("replicatedJobs") or []
+        if ((((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
+            or {}).get("initContainers")
+    ]  # fmt: skip
