@@ -3,25 +3,42 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import click
 import msgspec
 import yaml
 
+from tfjob.api import trainjob as tj
+from tfjob.api.training_runtime import TrainingRuntime
+from tfjob.api.trainjob import TrainJob, encode
 from tfjob.api.types import Job, to_dict
+from tfjob.core.trainjob.jobset import build
 from tfjob.interfaces.console import RunConsole
-from tfjob.interfaces.job_files import BadInput, invalid, read_jobs
+from tfjob.interfaces.job_files import (
+    BadInput,
+    holds_trainjob,
+    invalid,
+    read_jobs,
+    read_runtimes,
+    read_trainer_file,
+)
 from tfjob.interfaces.kinds_named import naming_kinds
-from tfjob.interfaces.outcome import exit_status
+from tfjob.interfaces.outcome import EXIT_FAILED, EXIT_SUCCEEDED, exit_status
 from tfjob.runtimes.local import preflight
 from tfjob.runtimes.local.run import LocalRun, RunOptions
+from tfjob.runtimes.local.runtime_lookup import find_runtime, shipped_runtimes
+from tfjob.runtimes.local.trainjob_run import LocalTrainJobRun, admitted_trainjob
 
 # A run stopped by a signal exits as a shell reports a process killed by it: 128 + N.
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 @naming_kinds
@@ -50,6 +67,13 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     "--namespace", "-n", help="Namespace to run the job in [default: the job's, else default]."
 )
 @click.option("--no-view", is_flag=True, help="Do not show the live status table on a terminal.")
+@click.option(
+    "--runtime",
+    "runtime_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TrainJob's TrainingRuntime or ClusterTrainingRuntime, from this file "
+    "[default: the TrainJob's file, else the ClusterTrainingRuntimes Trainer ships].",
+)
 def command(
     job_file: Path,
     run_dir: Path | None,
@@ -57,6 +81,7 @@ def command(
     grace_period: float | None,
     namespace: str | None,
     no_view: bool,
+    runtime_file: Path | None,
 ) -> None:
     """Run the job in JOB.yaml ({kinds}) on this machine, one process (group)
     per replica.
@@ -93,11 +118,24 @@ def command(
     A second Ctrl-C skips the grace period.
 
     \b
+    A TrainJob (trainer.kubeflow.org/v1alpha1) runs with the runtime it names: one
+    in its file, in --runtime FILE, or one Kubeflow Trainer ships (torch-distributed,
+    jax-distributed, xgboost-distributed, deepspeed-distributed, mlx-distributed).
+    Each pod of its JobSet is a process with the env a cluster gives it, host names
+    mapped to 127.0.0.1 and a port each; RUN_DIR/trainjob.yaml and jobset.yaml hold
+    the end state. Exit status 0 Complete, 1 Failed.
+
+    \b
     A file holding several jobs is rejected: run one job per file.
     Exit status: 0 Succeeded, 1 Failed, 2 bad input (nothing started),
     130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP.
     Example: tfjob run examples/ping/job.yaml
     """
+    if holds_trainjob(job_file):
+        given = RunOptions(job_file.resolve().parent, run_dir or Path(), grace_period, namespace)
+        _run_trainjob_file(job_file, runtime_file, given, output, no_view, run_dir is None)
+    if runtime_file is not None:
+        raise BadInput("--runtime is for a TrainJob; this file holds no TrainJob")
     job = _one_job(job_file)
     base_dir = job_file.resolve().parent
     errors, warnings = preflight.check(job, base_dir)
@@ -114,7 +152,7 @@ def command(
         for warning in warnings:
             console.note(warning, warning=True)
         console.note(f"logs in {options.run_dir}/")
-        final, stopped_by = asyncio.run(_run(job, options, console))
+        final, stopped_by = asyncio.run(_run(LocalRun(job, options, console), console))
     if output:
         click.echo(_render(final, output))
     sys.exit(_exit_status(final, stopped_by))
@@ -131,9 +169,16 @@ def _one_job(job_file: Path) -> Job:
     return jobs[0]
 
 
-async def _run(job: Job, options: RunOptions, console: RunConsole) -> tuple[Job, int | None]:
+class _Run(Protocol[T_co]):
+    """A local run (of a v1 job, or of a TrainJob) that a signal can stop."""
+
+    async def run(self) -> T_co: ...
+
+    def stop(self) -> None: ...
+
+
+async def _run(run: _Run[T], console: RunConsole) -> tuple[T, int | None]:
     """Run to the end; also returns the signal that stopped the run, if one did."""
-    run = LocalRun(job, options, console)
     stopped_by: list[int] = []
 
     def stop(signum: int) -> None:
@@ -172,3 +217,93 @@ def _render(job: Job, output: str) -> str:
     if output == "json":
         return msgspec.json.format(msgspec.json.encode(job), indent=2).decode()
     return yaml.safe_dump(to_dict(job), sort_keys=False).rstrip("\n")
+
+
+# -- a TrainJob -----------------------------------------------------------------------
+
+
+def _run_trainjob_file(
+    job_file: Path,
+    runtime_file: Path | None,
+    options: RunOptions,
+    output: str | None,
+    no_view: bool,
+    default_run_dir: bool,
+) -> None:
+    """Check the TrainJob and its runtimes as `kubectl apply` would, then its JobSet as
+    this machine needs it, then run it; exits with its outcome."""
+    found = read_trainer_file(job_file, require_image=False)
+    if len(found.trainjobs) != 1:
+        raise BadInput(
+            f"{job_file} holds {len(found.trainjobs)} TrainJobs; tfjob run runs one TrainJob"
+            " (with its runtimes beside it, if any)"
+        )
+    given = found.runtimes + ([] if runtime_file is None else read_runtimes(runtime_file))
+    trainjob = admitted_trainjob(found.trainjobs[0], options.namespace)
+    runtime = find_runtime(trainjob, given)
+    warnings = _preflight(job_file, trainjob, runtime, options.base_dir)
+    name = trainjob.metadata.name
+    if default_run_dir:
+        options = dataclasses.replace(options, run_dir=_default_run_dir(name))
+    stream = sys.stderr if output else sys.stdout
+    with RunConsole(stream, f"TrainJob {name}", live_view=not no_view) as console:
+        if runtime is None:
+            console.note(_no_runtime(trainjob), warning=True)
+        for warning in warnings:
+            console.note(warning, warning=True)
+        console.note(f"logs in {options.run_dir}/")
+        run = LocalTrainJobRun(trainjob, runtime, options, console)
+        final, stopped_by = asyncio.run(_run(run, console))
+    if output:
+        document = {"apiVersion": final.api_version, "kind": final.kind, **encode(final)}
+        click.echo(_dump(document, output))
+    if stopped_by is not None:
+        sys.exit(128 + stopped_by)
+    sys.exit(_trainjob_status(name, final))
+
+
+def _preflight(
+    job_file: Path, trainjob: TrainJob, runtime: TrainingRuntime | None, base_dir: Path
+) -> list[str]:
+    """What this machine needs of the JobSet the core would make (nothing when the
+    runtime is missing or cannot be built: the core then fails the TrainJob, as the
+    controller does on a cluster); returns what the run leaves out."""
+    if runtime is None:
+        return []
+    try:
+        built = build(trainjob, runtime, secret_exists=True, key_pair=None)
+    except ValueError:
+        return []
+    policy = runtime.spec.ml_policy
+    mpi = policy is not None and policy.mpi is not None
+    errors = preflight.check_jobset(built.jobset, base_dir, mpi=mpi)
+    if errors:
+        raise invalid(str(job_file), errors, "TrainJob")
+    return preflight.jobset_warnings(built.jobset)
+
+
+def _no_runtime(trainjob: TrainJob) -> str:
+    ref = trainjob.spec.runtime_ref
+    shipped = ", ".join(shipped_runtimes())
+    return (
+        f"no {ref.kind_or_default} {ref.name!r} in the file or --runtime FILE"
+        f" (shipped ClusterTrainingRuntimes: {shipped})"
+    )
+
+
+def _trainjob_status(name: str, trainjob: TrainJob) -> int:
+    """0 Complete; 1 Failed (its message on stderr) or ended without completing."""
+    failed = trainjob.status.condition(tj.FAILED)
+    if failed is not None and failed.status == "True":
+        click.echo(f"tfjob: {name} failed: {failed.message}", err=True)
+        return EXIT_FAILED
+    if not trainjob.status.is_true(tj.COMPLETE):
+        click.echo(f"tfjob: {name} ended without completing", err=True)
+        return EXIT_FAILED
+    return EXIT_SUCCEEDED
+
+
+def _dump(document: dict[str, object], output: str) -> str:
+    if output == "json":
+        return msgspec.json.format(msgspec.json.encode(document), indent=2).decode()
+    return yaml.safe_dump(document, sort_keys=False).rstrip("\n")

@@ -154,12 +154,9 @@ class LocalKubelet:
         labels = metadata.get("labels") or {}
         key = str(labels.get(c.LABEL_REPLICA_TYPE, ""))
         index = str(labels.get(c.LABEL_REPLICA_INDEX, ""))
-        env = {
-            "TFJOB_REPLICA_TYPE": key,
-            "TFJOB_REPLICA_INDEX": index,
-            "TFJOB_POD_NAME": str(metadata.get("name", "")),
-            "PYTHONUNBUFFERED": "1",
-        }
+        env = {"TFJOB_POD_NAME": str(metadata.get("name", "")), "PYTHONUNBUFFERED": "1"}
+        if key:  # a v1 job's replica (a TrainJob's pods have no replica type)
+            env = {"TFJOB_REPLICA_TYPE": key, "TFJOB_REPLICA_INDEX": index, **env}
         port = port_of(self._addresses, key, int(index)) if index.isdigit() else None
         if port is not None:
             env["TFJOB_PORT"] = str(port)

@@ -40,6 +40,13 @@ def pick_addresses(job: Job) -> dict[str, list[str]]:
     return addresses
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports on 127.0.0.1 (all held open until every one is
+    chosen), for pods that are not a v1 job's replicas (a TrainJob's JobSet)."""
+    with contextlib.ExitStack() as stack:
+        return [_bind(stack) for _ in range(count)]
+
+
 def port_of(addresses: dict[str, list[str]], key: str, index: int) -> int | None:
     """The port chosen for replica `key`/`index`, if any."""
     chosen = addresses.get(key, [])

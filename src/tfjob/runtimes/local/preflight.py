@@ -167,3 +167,62 @@ def _path_of(container: Mapping[str, Any]) -> str:
         if isinstance(entry, Mapping) and entry.get("name") == "PATH" and "value" in entry:
             return str(entry["value"])
     return launch.replica_path(os.environ.get("PATH", ""))
+
+
+def check_jobset(jobset: Mapping[str, Any], base_dir: Path, *, mpi: bool) -> list[FieldError]:
+    """A TrainJob's JobSet (as the core builds it) before it runs here: every pod's
+    container needs a command that exists (the TrainJob's `spec.trainer.command`, or
+    the runtime's); an MPI runtime needs `mpirun`. Paths name the TrainJob's field
+    for the trainer's command, else the JobSet's."""
+    errors: list[FieldError] = []
+    if mpi and shutil.which("mpirun", path=launch.replica_path(os.environ.get("PATH", ""))) is None:
+        errors.append(
+            FieldError(
+                "spec.runtimeRef",
+                "an MPI runtime needs 'mpirun', which is not on PATH",
+                "install Open MPI (apt-get install openmpi-bin), or run the TrainJob on Kubernetes",
+            )
+        )
+    size = 0
+    for job in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        job_spec = (job.get("template") or {}).get("spec") or {}
+        size += int(job.get("replicas") or 1) * int(job_spec.get("completions") or 1)
+        pod_spec = (job_spec.get("template") or {}).get("spec") or {}
+        for index, container in enumerate(pod_spec.get("containers") or []):
+            if mpi and job.get("name") == "node" and _has_launcher(jobset):
+                continue  # waits locally (trainjob_mpi.py): its sshd is not run
+            where = f"JobSet replicatedJobs[{job.get('name')}].containers[{index}]"
+            if _trainer_step(job) and container.get("name") == "node":
+                where = "spec.trainer"  # the command the TrainJob gives, or would
+            errors += _check_container(container, where, base_dir)
+    if size > MAX_LOCAL_REPLICAS:
+        errors.append(
+            FieldError(
+                "spec.trainer.numNodes",
+                f"{size} pods in all cannot run as processes on one machine "
+                f"(tfjob run starts at most {MAX_LOCAL_REPLICAS})",
+                "run the TrainJob on Kubernetes, or lower numNodes",
+            )
+        )
+    return errors
+
+
+def _has_launcher(jobset: Mapping[str, Any]) -> bool:
+    jobs = (jobset.get("spec") or {}).get("replicatedJobs") or []
+    return any(job.get("name") == "launcher" for job in jobs)
+
+
+def _trainer_step(job: Mapping[str, Any]) -> bool:
+    labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    return bool(labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer")
+
+
+def jobset_warnings(jobset: Mapping[str, Any]) -> list[str]:
+    """What a TrainJob's local run leaves out: init containers (every pod starts at
+    once here, as for the v1 kinds)."""
+    return [
+        f"JobSet replicatedJobs[{job.get('name')}]: init containers are not run locally"
+        for job in (jobset.get("spec") or {}).get("replicatedJobs") or []
+        if ((((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
+            or {}).get("initContainers")
+    ]  # fmt: skip
