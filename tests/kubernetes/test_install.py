@@ -165,6 +165,7 @@ def test_namespaced_overlay_runs_jobs_with_a_role_only(
     operator = start_operator(args, account, tmp_path / "operator.log", env)
     started.append(operator)
     operator.wait_ready()
+
     # (Ready already as a standby: the kinds served are logged once it leads.)
     def serving() -> str | None:
         log = operator.log_path.read_text(errors="replace").splitlines()

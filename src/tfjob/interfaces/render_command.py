@@ -27,7 +27,7 @@ from tfjob.interfaces.job_files import (
 )
 from tfjob.interfaces.kinds_named import naming_kinds
 from tfjob.runtimes.local.runtime_lookup import find_runtime
-from tfjob.runtimes.local.trainjob_mpi import new_key_pair
+from tfjob.runtimes.mpi_keys import new_key_pair
 
 J = TypeVar("J", bound=Job)
 #: A TrainJob's objects do not depend on the time of the pass that makes them.

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tfjob.api.training_runtime import TrainingRuntime
-from tfjob.frameworks.mlpolicy.base import LAUNCHER, NODE, KeyPair
+from tfjob.frameworks.mlpolicy.base import LAUNCHER, NODE
 from tfjob.frameworks.mpi import LOCAL_AGENT, ROOT_ENV
 from tfjob.runtimes.local.jobset_pods import PodSlot
 
@@ -32,24 +32,6 @@ HOSTFILE_ENV = "OMPI_MCA_orte_default_hostfile"
 AGENT_ENV = "OMPI_MCA_plm_rsh_agent"
 WAIT_COMMAND = ["sleep", "365d"]
 _SLOTS = re.compile(r"slots=(\d+)")
-
-
-def new_key_pair() -> KeyPair:
-    """An ECDSA P-521 key pair in the Secret's form, as the operator makes it
-    (cryptography is imported here: only an MPI runtime's run needs it)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    key = ec.generate_private_key(ec.SECP521R1())
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    )
-    public = key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    )
-    return KeyPair(private_pem=private, public_authorized_key=public + b"\n")
 
 
 class LocalMPI:

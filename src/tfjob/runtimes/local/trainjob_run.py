@@ -34,8 +34,9 @@ from tfjob.runtimes.local.jobset_pods import PodSlot, jobs_of, pods_of
 from tfjob.runtimes.local.jobset_status import PodState, job_states, jobset_status
 from tfjob.runtimes.local.kubelet import LocalKubelet
 from tfjob.runtimes.local.run import RunOptions
-from tfjob.runtimes.local.trainjob_mpi import LocalMPI, new_key_pair
+from tfjob.runtimes.local.trainjob_mpi import LocalMPI
 from tfjob.runtimes.local.watchdog import Watchdog
+from tfjob.runtimes.mpi_keys import new_key_pair
 
 DEFAULT_NAMESPACE = "default"
 #: The trainer's container, whose output is shown as the pod's alone.

@@ -38,12 +38,12 @@ from tfjob.runtimes.kubernetes.cache.trainjobs import TrainJobCaches, TrainJobVi
 from tfjob.runtimes.kubernetes.controller.activity import ReconcileWrites
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder, ObjectRef
 from tfjob.runtimes.kubernetes.controller.metrics import Metrics
-from tfjob.runtimes.mpi_keys import new_key_pair
 from tfjob.runtimes.kubernetes.controller.reconciler import DONE, Result, actions_failure
 from tfjob.runtimes.kubernetes.controller.status_writer import StatusConflict, StatusWriter
 from tfjob.runtimes.kubernetes.controller.writes import Writer
 from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
 from tfjob.runtimes.kubernetes.transport.resources import TRAINJOBS, resource_of
+from tfjob.runtimes.mpi_keys import new_key_pair
 
 #: The Events' source, as Trainer's TrainJob controller names itself.
 REPORTER = "trainer-trainjob-controller"
