@@ -516,15 +516,16 @@ def _suspended(kind: str, job: dict[str, Any]) -> bool:
 
 def _probe_job(kind: str) -> dict[str, Any]:
     """A minimal queued job of `kind`: one replica of its first replica type (Kueue's
-    webhook reads the queue label and the replica templates); a TrainJob names a
-    runtime (the webhook does not read it)."""
+    webhook reads the queue label and the replica templates); a TrainJob names
+    ``torch-distributed``, a runtime Trainer ships: Kueue's validating webhook refuses a
+    TrainJob whose runtime does not exist (it builds the pod sets to check them)."""
     labels = {QUEUE_LABEL: "probe"}
     if kind == TRAINJOB:
         return {
             "apiVersion": f"{TRAINER_GROUP}/{TRAINER_VERSION}",
             "kind": kind,
             "metadata": {"name": "kueue-probe", "labels": labels},
-            "spec": {"runtimeRef": {"name": "kueue-probe"}},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
         }
     framework = FRAMEWORKS[kind]
     container = {"name": framework.container_name, "image": "probe"}

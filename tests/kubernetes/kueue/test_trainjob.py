@@ -36,6 +36,7 @@ from testkit.kueue import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
     TRAINJOB,
+    Kueue,
     QueuedJobs,
     Queues,
     workload_condition,
@@ -192,6 +193,19 @@ def test_quota_holds_a_trainjob_and_admission_places_its_pods_by_the_flavour(
     _placed_by_the_flavour(trainjobs.pods("second"), pool)
     finished = workload_condition(workloads.workload("second"), "Finished")
     assert finished is not None and finished["status"] == "True", finished
+
+
+def test_kueues_webhook_refuses_a_trainjob_whose_runtime_is_missing(
+    trainjobs: TrainJobs, kueue: Kueue
+) -> None:
+    """Queued or not: Kueue builds every TrainJob's pod sets in its validating webhook
+    (TopologyAwareScheduling, on by default), so the TrainJob never reaches tfjob,
+    whose own answer would be a Failed condition (TrainingRuntimeNotFound)."""
+    status, body = trainjobs.plane.request(
+        "POST", trainjobs.path, body=trainjob("orphan", "no-such-runtime", num_nodes=1)
+    )
+    assert status == 403, body
+    assert "runtime 'no-such-runtime' not found" in body["message"], body
 
 
 def test_a_higher_priority_trainjob_preempts_a_lower_one_which_resumes_later(
