@@ -107,7 +107,7 @@ def workloads(queues: Queues, control_plane: ControlPlane, namespace: str) -> Qu
 
 @pytest.fixture
 def pool(nodes: Nodes, queues: Queues) -> str:
-    """A tainted node labelled for a flavour, a roomy plain node, and the flavour: a pod
+    """A tainted node labelled for the tests' flavour and a roomy plain node: a pod
     lands on the pool node only with the flavour's node selector and toleration."""
     taint = {"key": POOL_TAINT, "value": "true", "effect": "NoSchedule"}
     (node,) = nodes.add(1, cpu="4", labels={POOL_LABEL: "a"}, taints=[taint])
