@@ -10,7 +10,8 @@ against the session's control plane, as a child process like the scheduler and k
   plane's CA (our own, not Kueue's internal certificate management, which makes
   certificates for a Service name the API server cannot reach here); the webhook
   configurations call ``https://127.0.0.1:<port>/<path>`` with that CA. Only
-  Kueue's own webhooks and those of the kubeflow.org kinds it is given are installed:
+  Kueue's own webhooks and those of the kinds it is given (kubeflow.org/v1's, and
+  Kubeflow Trainer's ``TrainJob``, ``trainer.kubeflow.org/trainjob``) are installed:
   the pod, Deployment and StatefulSet ones would put Kueue in the path of every pod
   the other tests create. The job webhooks skip kube-system and Kueue's namespace,
   as v0.19's kustomization has them;
@@ -93,11 +94,24 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 GANG_API = "/apis/scheduling.k8s.io/v1alpha2"
+#: Kubeflow Trainer v2's TrainJob: a kind Kueue integrates (``trainer.kubeflow.org/trainjob``)
+#: that is not one of tfjob's kubeflow.org/v1 frameworks.
+TRAINJOB = "TrainJob"
+TRAINER_GROUP, TRAINER_VERSION = "trainer.kubeflow.org", "v1alpha1"
+
+
+def api_of(kind: str) -> tuple[str, str, str]:
+    """The kind's group, version and plural, as Kueue's webhook rules name them."""
+    if kind == TRAINJOB:
+        return TRAINER_GROUP, TRAINER_VERSION, "trainjobs"
+    framework = FRAMEWORKS[kind]
+    return framework.group, "v1", framework.plural
 
 
 class Kueue:
     """Kueue's manager on a running ``ControlPlane``, managing the kubeflow.org ``kinds``
-    (names of tfjob's frameworks: "TFJob", "PyTorchJob", ...).
+    (names of tfjob's frameworks: "TFJob", "PyTorchJob", ...; or ``TRAINJOB``, which
+    needs JobSet's and Trainer's CRDs installed first, and never `external`).
 
     `wait_for_pods_ready`: Kueue's ``waitForPodsReady`` configuration, when not its
     default (30 min before an admitted job whose pods are not ready is evicted).
@@ -127,7 +141,7 @@ class Kueue:
         self.external = external
         self.wait_for_pods_ready = wait_for_pods_ready
         self.multikueue = multikueue
-        self.plurals = tuple(FRAMEWORKS[kind].plural for kind in kinds)
+        self.apis = tuple(api_of(kind) for kind in kinds)
         self.start_timeout = start_timeout
         self.config_dir = config_dir_of(binary)
         self.webhook_port = 0
@@ -157,7 +171,7 @@ class Kueue:
         naming a kind in both ("Duplicate value"). None when `external`."""
         if self.external:
             return []
-        return [f"{FRAMEWORKS[kind].group}/{kind.lower()}" for kind in self.kinds]
+        return [f"{api_of(kind)[0]}/{kind.lower()}" for kind in self.kinds]
 
     @property
     def external_frameworks(self) -> list[str]:
@@ -379,10 +393,13 @@ class Kueue:
             return True
         if self.external:
             return False
-        for rule in hook["rules"]:
-            if "kubeflow.org" in rule["apiGroups"] and "v1" in rule["apiVersions"]:
-                return any(r in self.plurals for r in rule["resources"])
-        return False
+        return any(
+            group in rule["apiGroups"]
+            and version in rule["apiVersions"]
+            and plural in rule["resources"]
+            for rule in hook["rules"]
+            for group, version, plural in self.apis
+        )
 
     def _webhooks_answer(self) -> bool:
         """A server-side dry run through the mutating webhook: Kueue suspends a queued
@@ -398,13 +415,14 @@ class Kueue:
             )  # fmt: skip
             return bool(status == 201)
         for kind in self.kinds:
+            group, version, plural = api_of(kind)
             status, body = self.plane.request(
                 "POST",
                 # Not in NAMESPACE: Kueue leaves the jobs of its own namespace alone.
-                f"/apis/kubeflow.org/v1/namespaces/default/{FRAMEWORKS[kind].plural}?dryRun=All",
+                f"/apis/{group}/{version}/namespaces/default/{plural}?dryRun=All",
                 body=_probe_job(kind),
             )
-            if status != 201 or not body["spec"]["runPolicy"].get("suspend"):
+            if status != 201 or not _suspended(kind, body):
                 return False
         return True
 
@@ -491,16 +509,31 @@ def _namespace_manifest() -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
 
 
+def _suspended(kind: str, job: dict[str, Any]) -> bool:
+    spec = job["spec"] if kind == TRAINJOB else job["spec"]["runPolicy"]
+    return bool(spec.get("suspend"))
+
+
 def _probe_job(kind: str) -> dict[str, Any]:
     """A minimal queued job of `kind`: one replica of its first replica type (Kueue's
-    webhook reads the queue label and the replica templates)."""
+    webhook reads the queue label and the replica templates); a TrainJob names
+    ``torch-distributed``, a runtime Trainer ships: Kueue's validating webhook refuses a
+    TrainJob whose runtime does not exist (it builds the pod sets to check them)."""
+    labels = {QUEUE_LABEL: "probe"}
+    if kind == TRAINJOB:
+        return {
+            "apiVersion": f"{TRAINER_GROUP}/{TRAINER_VERSION}",
+            "kind": kind,
+            "metadata": {"name": "kueue-probe", "labels": labels},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        }
     framework = FRAMEWORKS[kind]
     container = {"name": framework.container_name, "image": "probe"}
     replica = {"replicas": 1, "template": {"spec": {"containers": [container]}}}
     return {
         "apiVersion": framework.api_version,
         "kind": kind,
-        "metadata": {"name": "kueue-probe", "labels": {QUEUE_LABEL: "probe"}},
+        "metadata": {"name": "kueue-probe", "labels": labels},
         "spec": {framework.spec_field: {framework.replica_types[0]: replica}},
     }
 

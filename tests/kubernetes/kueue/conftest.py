@@ -6,7 +6,8 @@
   ``KUEUE_EXTERNAL = True`` (and in ``multiKueue.externalFrameworks`` too when it
   sets ``KUEUE_MULTIKUEUE = True``); the file's ``KUEUE_KINDS`` instead, when it sets
   them (MPIJob v1 only as an external framework: Kueue's own MPIJob integration is
-  v2beta1's); with the file's ``KUEUE_WAIT_FOR_PODS_READY`` as Kueue's
+  v2beta1's; ``TrainJob`` as Kueue's ``trainer.kubeflow.org/trainjob``, the file
+  providing a ``trainer_api`` fixture); with the file's ``KUEUE_WAIT_FOR_PODS_READY`` as Kueue's
   ``waitForPodsReady``, when it sets one. Module-scoped so that its webhooks, which the API
   server calls for every job of those kinds, are gone before the session's other
   tests run (a restart costs ~3 s). Skips (fails under ``CI=true``) when it cannot
@@ -54,6 +55,8 @@ CRD_FIXTURES = {
     "XGBoostJob": "kind_crds_installed",
     "PaddleJob": "kind_crds_installed",
     "MPIJob": "kind_crds_installed",
+    # The test file's own: JobSet's manager, then Trainer's CRDs and runtimes.
+    "TrainJob": "trainer_api",
 }
 
 
