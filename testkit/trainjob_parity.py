@@ -5,8 +5,9 @@ which runs the same table under Kubeflow Trainer and under tfjob and compares.
 A ``Case`` is one TrainJob shape and the steps it goes through. ``run_cases`` creates
 every case's TrainJob in one namespace (named ``<prefix>-<case>``), then polls the
 namespace's TrainJobs and JobSets (two list calls a round) until each case has
-settled at each of its steps: the step's condition holds and neither the TrainJob's
-status nor the JobSet has changed for ``SETTLE`` seconds. At a settled step it records
+settled at each of its steps: the step's condition holds (a step with a live JobSet:
+its Jobs' counts copied into the TrainJob's status) and neither the TrainJob's status
+nor the JobSet (spec and status) has changed for ``SETTLE`` seconds. At a settled step it records
 the JobSet, the status and the side objects (runtime snapshot, MPI hostfile and ssh
 Secret, PodGroup), with the name and namespace replaced by placeholders and what
 the API server sets on its own left out; then the next step's action (a resume)
@@ -116,20 +117,26 @@ def _condition(status: dict[str, Any], kind: str, value: str = "True") -> bool:
 
 
 def _running(status: dict[str, Any]) -> bool:
-    """Every Job's pods active and ready (kwok has started them all)."""
+    """Every replicated Job active and ready (kwok has started all their pods)."""
     jobs = status.get("jobsStatus") or []
-    active = sum(j.get("active", 0) for j in jobs)
-    return active > 0 and all(j.get("ready", 0) == j.get("active", 0) for j in jobs)
+    return bool(jobs) and all(0 < j.get("active", 0) == j.get("ready", 0) for j in jobs)
 
 
-Seen = tuple[dict[str, Any], dict[str, Any] | None, float]  # status, JobSet, age
-#: When a case has reached each step (the TrainJob's status, its JobSet, seconds since creation).
+def _live(status: dict[str, Any], jobset: dict[str, Any] | None) -> bool:
+    """The JobSet exists and its Jobs' counts are in the TrainJob's status."""
+    return jobset is not None and bool(status.get("jobsStatus"))
+
+
+#: When a case has reached each step (the TrainJob's status, its JobSet, seconds since
+#: creation).
 STEPS: dict[str, Callable[[dict[str, Any], dict[str, Any] | None, float], bool]] = {
-    "created": lambda status, jobset, age: jobset is not None and bool(status.get("jobsStatus")),
-    "running": lambda status, jobset, age: jobset is not None and _running(status),
-    "suspended": lambda status, jobset, age: jobset is not None and _condition(status, "Suspended"),
+    "created": lambda status, jobset, age: _live(status, jobset),
+    "running": lambda status, jobset, age: _live(status, jobset) and _running(status),
+    "suspended": lambda status, jobset, age: (
+        _live(status, jobset) and _condition(status, "Suspended")
+    ),
     "resumed": lambda status, jobset, age: (
-        _condition(status, "Suspended", "False") and _running(status)
+        _live(status, jobset) and _condition(status, "Suspended", "False") and _running(status)
     ),
     "complete": lambda status, jobset, age: _condition(status, "Complete"),
     "failed": lambda status, jobset, age: _condition(status, "Failed"),
@@ -203,7 +210,8 @@ def _advance(
     if not STEPS[step](status, jobset, now - p.created):
         p.fingerprint = ""
         return
-    fingerprint = json.dumps([status, jobset and comparable(jobset)], sort_keys=True)
+    seen = jobset and {**comparable(jobset), "status": jobset.get("status")}
+    fingerprint = json.dumps([status, seen], sort_keys=True)
     if fingerprint != p.fingerprint:
         p.fingerprint, p.since = fingerprint, now
         return

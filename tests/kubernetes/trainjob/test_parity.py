@@ -80,8 +80,13 @@ CASES = (
          _trainer(resourcesPerNode={"limits": {"nvidia.com/gpu": "2"}}), steps=("created",)),
     Case("torch-fails", "torch-once", {"numNodes": 1}, kind="TrainingRuntime", patches=[ending(1)],
          steps=("failed",)),
-    # suspend, resume; the deadline; managedBy another controller.
+    Case("xgboost-gpu", "xgboost-distributed",
+         _trainer(resourcesPerNode={"limits": {"nvidia.com/gpu": "2"}}), steps=("created",)),
+    Case("torch-bare", "torch-distributed", steps=("created",)),
+    # suspend, resume (MPI too: its hostfile and Secret at each step); the deadline; managedBy another controller.
     Case("resumed", "torch-distributed", _trainer(), patches=[RUNNING_LONG], suspend=True,
+         steps=("suspended", "resumed")),
+    Case("mpi-resumed", "deepspeed-distributed", _trainer(), suspend=True,
          steps=("suspended", "resumed")),
     Case("deadline", "torch-distributed", _trainer(), deadline=4, steps=("deadline",),
          patches=[_patch("c.example.test/pending", "pending.example.test/set", {"none": "x"})]),
@@ -123,6 +128,20 @@ def _runtimes(shipped: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # -- tfjob's deliberate deviations (docs/decisions/0031-trainjob-core.md), by name ----
+
+
+def deviation_3_env_without_trainer(case: Case, ours: Observed) -> None:
+    """Without ``spec.trainer`` tfjob still writes torch's PET_* env and port 29500;
+    Trainer writes neither. Take them off tfjob's side."""
+    if case.trainer is not None or case.runtime != "torch-distributed":
+        return
+    for step in ours.steps:
+        if step.get("jobset"):
+            container = node_container(step["jobset"]["spec"], "node")
+            env = [e for e in container.pop("env", []) if not e["name"].startswith("PET_")]
+            ports = [p for p in container.pop("ports", []) if p.get("containerPort") != 29500]
+            container.update({"env": env} if env else {})
+            container.update({"ports": ports} if ports else {})
 
 
 def deviation_4_launcher_as_node_image(
@@ -197,6 +216,7 @@ def observed(
 #: The side objects Trainer makes beside a case's JobSet (all cases: the snapshot).
 SIDE_OBJECTS = {
     "deepspeed": {"snapshot", "hostfile", "secret"},
+    "mpi-resumed": {"snapshot", "hostfile", "secret"},
     "mlx": {"snapshot", "hostfile", "secret"},
     "cosched": {"snapshot", "podgroup"},
     "volcano": {"snapshot", "podgroup"},
@@ -224,6 +244,7 @@ def test_a_trainjob_under_trainer_and_under_tfjob(
         step not in ("deadline", "idle") for step in case.steps
     ], "Trainer's JobSet is not where the step says"
     assert _side_objects(theirs) == SIDE_OBJECTS.get(case.name, {"snapshot"})
+    deviation_3_env_without_trainer(case, ours)
     deviation_4_launcher_as_node_image(case, ours, observed[2])
     for side in (theirs, ours):
         deviation_6_xgboost_env_order(case, side)
