@@ -88,7 +88,7 @@ CASES = (
          steps=("suspended", "resumed")),
     Case("mpi-resumed", "deepspeed-distributed", _trainer(), suspend=True,
          steps=("suspended", "resumed")),
-    Case("deadline", "torch-distributed", _trainer(), deadline=4, steps=("deadline",),
+    Case("deadline", "torch-distributed", _trainer(), deadline=8, steps=("deadline",),
          patches=[_patch("c.example.test/pending", "pending.example.test/set", {"none": "x"})]),
     Case("elsewhere", "torch-distributed", _trainer(), managed_by="kueue.x-k8s.io/multikueue",
          steps=("idle",)),
