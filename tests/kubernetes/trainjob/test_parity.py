@@ -78,12 +78,13 @@ CASES = (
          steps=("running",)),
     Case("torch-gpu", "torch-distributed",
          _trainer(resourcesPerNode={"limits": {"nvidia.com/gpu": "2"}}), steps=("created",)),
-    Case("torch-fails", "torch-once", {"numNodes": 1}, kind="TrainingRuntime", patches=[ending(1)],
-         steps=("failed",)),
+    Case("torch-fails", "torch-once", {"numNodes": 1}, kind="TrainingRuntime",
+         patches=[ending(1)], steps=("failed",)),
     Case("xgboost-gpu", "xgboost-distributed",
          _trainer(resourcesPerNode={"limits": {"nvidia.com/gpu": "2"}}), steps=("created",)),
     Case("torch-bare", "torch-distributed", steps=("created",)),
-    # suspend, resume (MPI too: its hostfile and Secret at each step); the deadline; managedBy another controller.
+    # suspend, resume (MPI too: its hostfile and Secret at each step); the deadline;
+    # managedBy another controller.
     Case("resumed", "torch-distributed", _trainer(), patches=[RUNNING_LONG], suspend=True,
          steps=("suspended", "resumed")),
     Case("mpi-resumed", "deepspeed-distributed", _trainer(), suspend=True,
