@@ -49,7 +49,7 @@ HEADER = ["NAME", "KIND", "STATE", "READY", "SUCCEEDED", "FAILED", "RESTARTS", "
 def _rows(result: subprocess.CompletedProcess[str]) -> list[list[str]]:
     assert result.returncode == 0, result.stderr
     header, *rows = result.stdout.splitlines()
-    assert header.split() == HEADER
+    assert header.split()[: len(HEADER)] == HEADER
     return [row.split() for row in rows]
 
 
@@ -175,7 +175,7 @@ def test_a_trainjob_is_submitted_listed_waited_for_logged_and_deleted(
 ) -> None:
     nodes.add(1)
     cluster.write_container_log(["epoch 1 loss 0.7", "epoch 2 loss 0.3"])
-    document = trainjob("mnist", TORCH, num_nodes=2, patches=[ending(0, "8s")])
+    document = trainjob("mnist", TORCH, num_nodes=2, patches=[ending(0, "6s")])
     submitted = cli("submit", str(cli.write(document)))
     assert submitted.stdout.strip() == "trainjob.trainer.kubeflow.org/mnist created", (
         submitted.stderr
@@ -196,10 +196,8 @@ def test_a_trainjob_is_submitted_listed_waited_for_logged_and_deleted(
         interval=0.5,
         message="both nodes' pods ready",
     )
-    assert [row[:3] for row in listing] == [
-        ["mnist", "TFJob", "Created"],
-        ["mnist", "TrainJob", "Running"],
-    ]
+    assert [row[:2] for row in listing] == [["mnist", "TFJob"], ["mnist", "TrainJob"]]
+    assert listing[1][2] == "Running", listing
 
     logs = cli("logs", "trainjob/mnist")
     assert logs.returncode == 0, logs.stderr
