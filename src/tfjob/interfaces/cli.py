@@ -50,7 +50,8 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="tfjob", prog_name="tfjob")
 def cli() -> None:
     """Run Kubeflow's training jobs ({kinds}; kubeflow.org/v1): locally as
-    processes, or on Kubernetes."""
+    processes, or on Kubernetes, where Kubeflow Trainer's TrainJob
+    (trainer.kubeflow.org/v1alpha1) is served, submitted and followed too."""
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ from typing import IO, Any, TypeVar
 import click
 import msgspec
 
-from tfjob.api.kinds import KindDeclaration
 from tfjob.api.timestamps import parse_rfc3339
 from tfjob.api.types import JobCondition
 from tfjob.interfaces.cluster_client.follow import JobDeleted
@@ -33,8 +32,10 @@ from tfjob.interfaces.cluster_client.jobs_api import (
     NoSuchJob,
     Object,
     kind_named,
+    kind_of,
     known_kinds,
 )
+from tfjob.interfaces.cluster_client.kinds import ClusterKind, cluster_kind
 from tfjob.interfaces.job_files import BadInput
 from tfjob.interfaces.outcome import EXIT_FAILED, exit_status
 from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient, TransportError
@@ -149,7 +150,7 @@ class JobRef:
     """A job as named on the command line; no kind: whichever kind holds the name."""
 
     name: str
-    kind: KindDeclaration | None = None
+    kind: ClusterKind | None = None
 
 
 def job_ref(words: tuple[str, ...]) -> JobRef:
@@ -165,14 +166,15 @@ def job_ref(words: tuple[str, ...]) -> JobRef:
     raise BadInput(f"{' '.join(words)}: name one job, as NAME, KIND NAME or KIND/NAME")
 
 
-def parse_kind(text: str) -> KindDeclaration:
+def parse_kind(text: str) -> ClusterKind:
     """A kind as kubectl takes a resource type (`pytorchjob`, `pytorchjobs`,
-    `PyTorchJob`, `pytorchjobs.kubeflow.org`); BadInput naming the known ones."""
+    `PyTorchJob`, `pytorchjobs.kubeflow.org`, `trainjob`); BadInput naming the known
+    ones."""
     kind = kind_named(text)
     if kind is None:
         known = ", ".join(k.kind.lower() for k in known_kinds())
         raise BadInput(f"{text!r} is not a kind of job: write one of {known} (or its plural)")
-    return kind
+    return cluster_kind(kind)
 
 
 def _name(text: str) -> str:
@@ -182,10 +184,12 @@ def _name(text: str) -> str:
 
 
 def outcome(job: Object) -> int:
-    """Exit status for a finished job, as `tfjob run` gives it."""
+    """Exit status for a finished job, as `tfjob run` gives it: 0 on its kind's
+    success condition (Succeeded; a TrainJob's Complete), 1 with the reason else."""
     conditions = (job.get("status") or {}).get("conditions") or []
     typed = msgspec.convert(conditions, list[JobCondition], strict=False)
-    return exit_status(str(job["metadata"].get("name", "")), typed)
+    name = str(job["metadata"].get("name", ""))
+    return exit_status(name, typed, success=kind_of(job).success)
 
 
 # -- durations, as kubectl's --timeout and --since take them ---------------------------

@@ -32,11 +32,13 @@ from tfjob.interfaces.kinds_named import naming_kinds
 @cluster_options
 def command(job: tuple[str, ...], wait: bool, timeout: float | None, target: Target) -> None:
     """Delete job NAME; the cluster's garbage collector then removes its pods and
-    services (running replicas get their grace period).
+    services (a TrainJob's JobSet, its Jobs and their pods; running replicas get their
+    grace period).
 
     \b
-    NAME is looked for among every kind the cluster serves ({kinds}); when jobs of several
-    kinds have it, name the kind: pytorchjob/NAME or pytorchjob NAME.
+    NAME is looked for among every kind the cluster serves ({cluster_kinds}); when jobs of
+    several kinds have it, name the kind: pytorchjob/NAME or pytorchjob NAME
+    (trainjob/NAME for a TrainJob).
     Exit status: 0 deleted, 2 unknown job, 3 cluster unusable, 124 --timeout passed
     before it was gone, 130 Ctrl-C.
     """

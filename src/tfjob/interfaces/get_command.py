@@ -14,7 +14,6 @@ import click
 import msgspec
 import yaml
 
-from tfjob.api.kinds import KindDeclaration
 from tfjob.interfaces.cluster import (
     EXIT_INTERRUPTED,
     JobRef,
@@ -25,15 +24,15 @@ from tfjob.interfaces.cluster import (
     on_cluster,
     parse_kind,
 )
-from tfjob.interfaces.cluster_client.follow import POLL_INTERVAL, owned_by, replica_view, state
+from tfjob.interfaces.cluster_client.follow import POLL_INTERVAL, replica_view
 from tfjob.interfaces.cluster_client.jobs_api import (
     JobsApi,
     Object,
     event_time,
     kind_named,
     kind_of,
-    replicas_asked,
 )
+from tfjob.interfaces.cluster_client.kinds import ClusterKind
 from tfjob.interfaces.kinds_named import naming_kinds
 
 _COLUMNS = ("NAME", "KIND", "STATE", "READY", "SUCCEEDED", "FAILED", "RESTARTS", "AGE")
@@ -55,7 +54,7 @@ class _Asked:
     """What to show: one job (`job`), or every job, of one kind (`kind`) or of all."""
 
     job: JobRef | None = None
-    kind: KindDeclaration | None = None
+    kind: ClusterKind | None = None
 
     @property
     def name(self) -> str | None:
@@ -69,13 +68,14 @@ class _Asked:
 @click.option("--output", "-o", type=click.Choice(["wide", "yaml", "json"]), help="Output format.")
 @cluster_options
 def command(words: tuple[str, ...], watch: bool, output: str | None, target: Target) -> None:
-    """Show the jobs in the namespace, of every kind the cluster serves ({kinds}), or
-    one job.
+    """Show the jobs in the namespace, of every kind the cluster serves ({cluster_kinds}),
+    or one job.
 
     \b
-    tfjob get                    every job: TFJobs, PyTorchJobs, ...
+    tfjob get                    every job: TFJobs, PyTorchJobs, ..., TrainJobs
     tfjob get pytorchjobs        one kind's (KIND as kubectl takes it: pytorchjob,
-                                 pytorchjobs, PyTorchJob, pytorchjobs.kubeflow.org)
+                                 pytorchjobs, PyTorchJob, pytorchjobs.kubeflow.org;
+                                 trainjobs for Kubeflow Trainer's TrainJobs)
     tfjob get NAME               one job, whatever its kind
     tfjob get pytorchjob NAME    (or pytorchjob/NAME) when several kinds have NAME
 
@@ -83,6 +83,8 @@ def command(words: tuple[str, ...], watch: bool, output: str | None, target: Tar
     A listing has one line per job - kind, state, pods ready (of the replicas asked
     for), replicas succeeded and failed, restarts, age (-o wide: the replica types and
     the latest condition's reason); kinds whose CRD is not installed are left out.
+    A TrainJob's pods are its JobSet's; its state is its latest condition that holds
+    (Complete, Failed, Suspended), else Running once a Job of it is active.
     One job: the job, the table of its replicas that `tfjob run` shows, and its recent
     events. -o yaml|json prints the object(s) as kubectl does. -w prints a line (or
     object) again whenever it changes; Ctrl-C ends it.
@@ -180,27 +182,36 @@ def _rows(look: _Look, *, wide: bool) -> list[tuple[str, ...]]:
 
 
 def _row(job: Object, pods: list[Object], wide: bool) -> tuple[str, ...]:
-    metadata, status = job["metadata"], job.get("status") or {}
-    asked = replicas_asked(job)
-    mine = [p for p in pods if owned_by(p, job)]
+    metadata = job["metadata"]
+    kind = kind_of(job)
+    asked = kind.replicas_asked(job)
+    mine = [p for p in pods if kind.owns(p, job)]
     ready = sum(1 for p in mine if _ready(p))
-    counts = (status.get("replicaStatuses") or {}).values()
-    restarts = int(status.get("restartCount", 0)) + sum(replica_view(p).restarts for p in mine)
+    succeeded, failed = kind.counts(job, mine)
+    restarts = kind.restarts_recorded(job) + sum(replica_view(p, kind).restarts for p in mine)
     row = (
         str(metadata["name"]),
         str(job["kind"]),
-        state(job) or "Created",
+        kind.state(job) or "Created",
         f"{ready}/{sum(asked.values())}" if asked else f"{ready}/?",
-        str(sum(int(r.get("succeeded", 0)) for r in counts)),
-        str(sum(int(r.get("failed", 0)) for r in counts)),
+        str(succeeded),
+        str(failed),
         str(restarts),
         age(metadata.get("creationTimestamp"), datetime.now(UTC)),
     )
     if not wide:
         return row
     types = ",".join(f"{t}:{count}" for t, count in asked.items())
-    conditions = status.get("conditions") or []
-    return (*row, types or "-", str(conditions[-1].get("reason", "")) if conditions else "-")
+    latest = _latest(job)
+    return (*row, types or "-", str(latest.get("reason", "")) if latest else "-")
+
+
+def _latest(job: Object) -> Object:
+    """The latest condition that holds, else the latest ({} before the first): a
+    TrainJob's `Suspended=False` after its `Complete=True` is not its news."""
+    conditions = (job.get("status") or {}).get("conditions") or []
+    holding = [k for k in conditions if k.get("status") == "True"]
+    return dict((holding or conditions or [{}])[-1])
 
 
 def _ready(pod: Object) -> bool:
@@ -229,23 +240,24 @@ async def _describe(api: JobsApi, look: _Look) -> str:
     from tfjob.interfaces.live_view import replica_table
 
     job = look.jobs[0]
-    metadata, status = job["metadata"], job.get("status") or {}
+    kind = kind_of(job)
+    metadata = job["metadata"]
     now = datetime.now(UTC)
-    conditions = status.get("conditions") or []
-    latest = conditions[-1] if conditions else {}
+    latest = _latest(job)
     why = ": ".join(x for x in (latest.get("reason"), latest.get("message")) if x)
-    views = [replica_view(p) for p in look.pods if owned_by(p, job)]
-    table = replica_table(f"{job['kind']} {metadata['name']}", state(job), views, now).plain
+    views = [replica_view(p, kind) for p in look.pods if kind.owns(p, job)]
+    state = kind.state(job)
+    table = replica_table(f"{job['kind']} {metadata['name']}", state, views, now).plain
     lines = [
         f"Name:       {metadata['name']}",
         f"Kind:       {job['kind']}",
         f"Namespace:  {metadata.get('namespace', '')}",
-        f"State:      {state(job) or 'Created'}" + (f" ({why})" if why else ""),
+        f"State:      {state or 'Created'}" + (f" ({why})" if why else ""),
         f"Age:        {age(metadata.get('creationTimestamp'), now)}",
         "",
         table,
         "",
-        _events(await api.events(kind_of(job), metadata["name"]), job, now),
+        _events(await api.events(kind, metadata["name"]), job, now),
     ]
     return "\n".join(lines)
 

@@ -9,8 +9,6 @@ from typing import Any
 
 import click
 
-from tfjob.api.types import Job
-from tfjob.frameworks.load import parse_documents
 from tfjob.interfaces.cluster import (
     EXIT_INTERRUPTED,
     Target,
@@ -21,7 +19,7 @@ from tfjob.interfaces.cluster import (
 from tfjob.interfaces.cluster_client.follow import JobFollower
 from tfjob.interfaces.cluster_client.jobs_api import JobsApi, Object, kind_of, resource_name
 from tfjob.interfaces.console import RunConsole
-from tfjob.interfaces.job_files import BadInput, read_jobs
+from tfjob.interfaces.job_files import BadInput, read_cluster_jobs
 from tfjob.interfaces.kinds_named import naming_kinds
 from tfjob.runtimes.kubernetes.transport.client import ApiError
 
@@ -39,12 +37,13 @@ from tfjob.runtimes.kubernetes.transport.client import ApiError
 @cluster_options
 def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None:
     """Create the job(s) in JOB.yaml on the cluster of the current kubeconfig context:
-    any kind tfjob serves ({kinds}).
+    any kind tfjob serves ({cluster_kinds}).
 
     \b
-    The file is checked with the same rules as `tfjob run` (and images are required)
+    The file is checked with the same rules as `tfjob run` (and images are required;
+    a TrainJob by its CRD's schema and rules, its image may come from its runtime)
     before anything is sent; the job is then created as written: an ordinary object
-    of its kind that kubectl and Kubeflow's SDK see unchanged.
+    of its kind that kubectl and Kubeflow's SDKs see unchanged.
 
     \b
     With --follow (one job per file): the live status table on a terminal, every
@@ -57,22 +56,21 @@ def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None
     refused by the cluster (nothing created), 3 cluster unusable, 130 Ctrl-C.
     Example: tfjob submit job.yaml --follow
     """
-    jobs = read_jobs(job_file, require_image=True)
-    documents = parse_documents(job_file.read_text(), str(job_file))
-    if follow and len(jobs) > 1:
-        names = ", ".join(j.metadata.name for j in jobs)
+    documents = read_cluster_jobs(job_file, require_image=True)
+    if follow and len(documents) > 1:
+        names = ", ".join(_name(d) for d in documents)
         raise BadInput(
-            f"{job_file} holds {len(jobs)} jobs ({names}); --follow follows one job: "
+            f"{job_file} holds {len(documents)} jobs ({names}); --follow follows one job: "
             "submit the others without --follow, or put each in its own file"
         )
-    namespace = _namespace(jobs, target)
+    namespace = _namespace(documents, target)
     if not follow:
         for created in on_cluster(target, lambda api: _create_all(api, documents), namespace):
             click.echo(f"{created} created")
         return
-    name = jobs[0].metadata.name
-    named = f"{jobs[0].kind.lower()}/{name}"  # unambiguous whatever else has the name
-    with RunConsole(sys.stdout, f"{jobs[0].kind} {name}", live_view=not no_view) as console:
+    kind, name = str(documents[0]["kind"]), _name(documents[0])
+    named = f"{kind.lower()}/{name}"  # unambiguous whatever else has the name
+    with RunConsole(sys.stdout, f"{kind} {name}", live_view=not no_view) as console:
         try:
             final = on_cluster(
                 target, lambda api: _create_and_follow(api, documents[0], console), namespace
@@ -89,9 +87,17 @@ def command(job_file: Path, follow: bool, no_view: bool, target: Target) -> None
     sys.exit(outcome(final))
 
 
-def _namespace(jobs: list[Job], target: Target) -> str | None:
+def _name(document: dict[str, Any]) -> str:
+    return str((document.get("metadata") or {}).get("name", ""))
+
+
+def _namespace(documents: list[dict[str, Any]], target: Target) -> str | None:
     """The job's own namespace unless -n names another (refused, as kubectl does)."""
-    written = {j.metadata.namespace for j in jobs if j.metadata.namespace}
+    written = {
+        str(namespace)
+        for d in documents
+        if (namespace := (d.get("metadata") or {}).get("namespace"))
+    }
     if target.namespace and written - {target.namespace}:
         raise BadInput(
             f"the file's namespace ({', '.join(sorted(written))}) does not match "

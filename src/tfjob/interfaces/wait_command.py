@@ -19,16 +19,15 @@ from tfjob.interfaces.cluster import (
     on_cluster,
     outcome,
 )
-from tfjob.interfaces.cluster_client.follow import (
-    POLL_INTERVAL,
-    JobDeleted,
-    is_finished,
-    state,
-    true_condition,
-)
+from tfjob.interfaces.cluster_client.follow import POLL_INTERVAL, JobDeleted
 from tfjob.interfaces.cluster_client.jobs_api import JobsApi, NoSuchJob, Object, kind_of
+from tfjob.interfaces.cluster_client.kinds import CLUSTER_KINDS, ClusterKind
 from tfjob.interfaces.kinds_named import naming_kinds
 from tfjob.interfaces.outcome import EXIT_FAILED
+
+# Every kind's name for success (Succeeded; a TrainJob's Complete): each means the
+# waited-for job's own.
+_SUCCESS = tuple(dict.fromkeys(k.success for k in CLUSTER_KINDS))
 
 
 @naming_kinds
@@ -37,8 +36,9 @@ from tfjob.interfaces.outcome import EXIT_FAILED
 @click.option(
     "--for",
     "wanted",
-    type=click.Choice([c.SUCCEEDED, c.FAILED, c.RUNNING]),
-    help="Wait for this state [default: until the job finishes, either way].",
+    type=click.Choice([*_SUCCESS, c.FAILED, c.RUNNING]),
+    help="Wait for this state [default: until the job finishes, either way]; "
+    "Succeeded and Complete both mean success, whatever the job's kind calls it.",
 )
 @click.option(
     "--timeout",
@@ -52,11 +52,13 @@ def command(
     """Wait for job NAME to finish, or to reach the state given with --for.
 
     \b
-    NAME is looked for among every kind the cluster serves ({kinds}); when jobs of several
-    kinds have it, name the kind: pytorchjob/NAME or pytorchjob NAME.
-    Exit status: 0 the job Succeeded (or reached the --for state), 1 it Failed (or
-    finished without reaching the --for state, or was deleted; the reason on stderr),
-    2 unknown job, 3 cluster unusable, 124 --timeout passed, 130 Ctrl-C.
+    NAME is looked for among every kind the cluster serves ({cluster_kinds}); when jobs of
+    several kinds have it, name the kind: pytorchjob/NAME or pytorchjob NAME
+    (trainjob/NAME for a TrainJob).
+    Exit status: 0 the job Succeeded (a TrainJob: Complete) or reached the --for state,
+    1 it Failed (or finished without reaching the --for state, or was deleted; the
+    reason on stderr), 2 unknown job, 3 cluster unusable, 124 --timeout passed,
+    130 Ctrl-C.
     """
     ref = job_ref(job)
     try:
@@ -77,7 +79,7 @@ async def _wait(
     async def poll() -> Object:
         job = await api.find(ref.name, ref.kind)  # an unknown job is an error
         kind = kind_of(job)
-        while not (is_finished(job) or (wanted and true_condition(job, wanted))):
+        while not (kind.finished(job) or (wanted and _reached(kind, job, wanted))):
             await asyncio.sleep(POLL_INTERVAL)
             try:
                 job = await api.get(kind, ref.name)
@@ -91,11 +93,16 @@ async def _wait(
         return None
 
 
+def _reached(kind: ClusterKind, job: Object, wanted: str) -> bool:
+    return kind.reached(job, kind.success if wanted in _SUCCESS else wanted)
+
+
 def _status(job: Object, wanted: str | None) -> int:
-    if wanted is None or wanted == c.SUCCEEDED:
+    if wanted is None or wanted in _SUCCESS:
         return outcome(job)
-    if true_condition(job, wanted):
+    kind = kind_of(job)
+    if _reached(kind, job, wanted):
         return 0
     name = job["metadata"]["name"]
-    click.echo(f"tfjob: {name} finished ({state(job)}) without being {wanted}", err=True)
+    click.echo(f"tfjob: {name} finished ({kind.state(job)}) without being {wanted}", err=True)
     return EXIT_FAILED

@@ -15,13 +15,17 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
-from tfjob.api import constants as c
 from tfjob.api.errors import PermanentError
-from tfjob.api.kinds import KindDeclaration
 from tfjob.api.timestamps import parse_rfc3339
 from tfjob.core.plan import Event
-from tfjob.core.progress import ReplicaView, RunObserver, replica_label
-from tfjob.interfaces.cluster_client.jobs_api import JobsApi, NoSuchJob, Object
+from tfjob.core.progress import ReplicaView, RunObserver
+from tfjob.interfaces.cluster_client.jobs_api import AnyKind, JobsApi, NoSuchJob, Object
+from tfjob.interfaces.cluster_client.kinds import (
+    CLUSTER_KINDS,
+    ClusterKind,
+    cluster_kind,
+    kind_called,
+)
 from tfjob.runtimes.kubernetes.transport.client import ApiError, TransportError
 
 POLL_INTERVAL = 1.0
@@ -33,6 +37,7 @@ DRAIN_LIMIT = 10.0
 # control plane, a network blip) before following gives up.
 OUTAGE_LIMIT = 60.0
 _TERMINAL_PHASES = ("Succeeded", "Failed")
+_V1 = CLUSTER_KINDS[0]  # how a job with no `kind` field is read (every v1 kind alike)
 
 
 class JobDeleted(PermanentError):
@@ -52,31 +57,29 @@ class FollowOptions:
     interval: float = POLL_INTERVAL
 
 
+def _kind(job: Object) -> ClusterKind:
+    """The job's kind by its `kind` field; a v1 kind's reading for a job without one."""
+    return kind_called(str(job.get("kind"))) or _V1
+
+
 def state(job: Object) -> str:
-    """The job's latest condition type (e.g. "Running"), "" before the first."""
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return str(conditions[-1].get("type", "")) if conditions else ""
-
-
-def true_condition(job: Object, condition_type: str) -> Object | None:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return next(
-        (k for k in conditions if k.get("type") == condition_type and k.get("status") == "True"),
-        None,
-    )
+    """The job's state as its kind reads it: its latest condition type (e.g.
+    "Running"; a TrainJob's latest that holds), "" before the first."""
+    return _kind(job).state(job)
 
 
 def is_finished(job: Object) -> bool:
-    return any(true_condition(job, t) for t in (c.SUCCEEDED, c.FAILED))
+    """Whether the job has its kind's success or failure condition."""
+    return _kind(job).finished(job)
 
 
-def replica_view(pod: Object) -> ReplicaView:
-    """One pod as the live table shows it."""
+def replica_view(pod: Object, kind: AnyKind | None = None) -> ReplicaView:
+    """One pod of a job of `kind` (a v1 kind when not given) as the live table shows it."""
     metadata = pod.get("metadata") or {}
     status = pod.get("status") or {}
     started = status.get("startTime")
     return ReplicaView(
-        replica=replica_label(metadata),
+        replica=cluster_kind(kind or _V1).replica(metadata),
         pod_name=str(metadata.get("name", "")),
         phase=str(status.get("phase") or "Pending"),
         restarts=sum(int(s.get("restartCount", 0)) for s in _statuses(pod)),
@@ -88,8 +91,7 @@ def replica_view(pod: Object) -> ReplicaView:
 def owned_by(pod: Object, job: Object) -> bool:
     """Whether the pod belongs to this job, not to an earlier one of the same name
     whose pods are still going away."""
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return any(o.get("uid") == (job.get("metadata") or {}).get("uid") for o in owners)
+    return _kind(job).owns(pod, job)
 
 
 def _statuses(pod: Object) -> list[Object]:
@@ -121,13 +123,13 @@ class JobFollower:
     def __init__(
         self,
         api: JobsApi,
-        kind: KindDeclaration,
+        kind: AnyKind,
         name: str,
         observer: RunObserver,
         options: FollowOptions | None = None,
     ) -> None:
         self._api = api
-        self._kind = kind
+        self._kind = cluster_kind(kind)
         self._name = name
         self._observer = observer
         self._options = options or FollowOptions()
@@ -145,7 +147,7 @@ class JobFollower:
                 return await self._look_once()
             while True:
                 job = await self._look_patiently()
-                if is_finished(job):
+                if self._kind.finished(job):
                     break
                 await asyncio.sleep(self._options.interval)
             await self._drain()
@@ -181,16 +183,17 @@ class JobFollower:
     async def _look(self) -> Object:
         job = await self._job()
         pods = sorted(
-            (p for p in await self._api.pods(self._kind, self._name) if owned_by(p, job)),
+            (p for p in await self._api.pods(self._kind, self._name) if self._kind.owns(p, job)),
             key=_pod_name,
         )
         self._pods = {_pod_name(p): p for p in pods}
         if self._options.events:
             await self._report_events(job)
-        views = [replica_view(p) for p in pods]
-        if self._shown != (state(job), views):
-            self._shown = (state(job), views)
-            self._observer.progress(state(job), views)
+        views = [replica_view(p, self._kind) for p in pods]
+        now = self._kind.state(job)
+        if self._shown != (now, views):
+            self._shown = (now, views)
+            self._observer.progress(now, views)
         if self._options.logs:
             self._open_streams(pods)
         return job
@@ -229,7 +232,7 @@ class JobFollower:
     def _open_streams(self, pods: list[Object]) -> None:
         for pod in pods:
             metadata = pod.get("metadata") or {}
-            if self._options.replica and replica_label(metadata) != self._options.replica:
+            if self._options.replica and self._kind.replica(metadata) != self._options.replica:
                 continue
             for status in _statuses(pod):
                 container = str(status.get("name", ""))
@@ -241,7 +244,7 @@ class JobFollower:
                     pod=_pod_name(pod),
                     uid=key[0],
                     container=container,
-                    label=replica_label(metadata, container, self._kind.container_name),
+                    label=self._kind.replica(metadata, container),
                 )
                 if self._options.until_finished:
                     stream.task = asyncio.create_task(self._stream(stream))

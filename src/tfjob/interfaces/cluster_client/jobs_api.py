@@ -1,18 +1,18 @@
 """What the `tfjob` cluster commands ask of the API server about a user's jobs, of
-every kind tfjob knows (`tfjob.frameworks.registry.FRAMEWORKS`).
+every kind tfjob knows (`kinds.CLUSTER_KINDS`: the `kubeflow.org/v1` kinds of
+`tfjob.frameworks.registry.FRAMEWORKS`, and Kubeflow Trainer's TrainJob).
 
 The operator reads through informers; a person at a terminal wants a handful of
 one-off reads instead: one job, its pods, its events, a pod's log (followed or not),
 and the create and delete that start and end a job. Objects come back as the plain
 JSON the API server sent, so `tfjob get -o yaml` prints exactly what kubectl would and
-a submitted job is an ordinary TFJob, PyTorchJob, ...
+a submitted job is an ordinary TFJob, PyTorchJob, TrainJob, ...
 
-Nothing here names a kind: a kind is its declaration (`KindDeclaration`), which gives
-the resource (`resources.jobs_of`), the label of its pods (`resources.owned_by`) and
-the replica-specs field; a job read back is decoded through its kind's model
-(`tfjob.frameworks.load`). Which kinds a cluster serves is asked once, by API
-discovery: a kind whose CRD is not installed is left out of listings and searches,
-and named in the error when a command asks for it.
+Nothing here names a kind: a kind is its `ClusterKind` (kinds.py), which gives the
+resource, the label selector of its pods (a v1 kind's operator-name and job-name
+labels; a TrainJob's JobSet name) and how its replicas are read. Which kinds a
+cluster serves is asked once, by API discovery: a kind whose CRD is not installed is
+left out of listings and searches, and named in the error when a command asks for it.
 """
 
 from __future__ import annotations
@@ -25,43 +25,53 @@ from typing import Any
 import msgspec
 
 from tfjob.api import constants as c
-from tfjob.api.errors import InvalidJob, PermanentError
+from tfjob.api.errors import PermanentError
 from tfjob.api.kinds import KindDeclaration
-from tfjob.frameworks.load import decode_job
-from tfjob.frameworks.registry import FRAMEWORKS
+from tfjob.interfaces.cluster_client.kinds import (
+    CLUSTER_KINDS,
+    ClusterKind,
+    cluster_kind,
+    kind_called,
+)
 from tfjob.runtimes.kubernetes.transport.client import ApiError, KubeClient
-from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, jobs_of, owned_by
+from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS
 
 Object = dict[str, Any]
+#: A kind as callers hand it: a v1 kind's declaration (its framework) or a ClusterKind.
+AnyKind = KindDeclaration | ClusterKind
 
 
-def known_kinds() -> list[KindDeclaration]:
-    """Every kind tfjob knows, in the registry's order."""
-    return list(FRAMEWORKS.values())
+def known_kinds() -> list[ClusterKind]:
+    """Every kind tfjob knows: the v1 kinds in the registry's order, then TrainJob."""
+    return list(CLUSTER_KINDS)
 
 
-def kind_named(text: str) -> KindDeclaration | None:
+def kind_named(text: str) -> AnyKind | None:
     """The kind a user names as kubectl takes a resource: `PyTorchJob`, `pytorchjob`,
-    `pytorchjobs`, `pytorchjobs.kubeflow.org`; None for no kind tfjob knows."""
+    `pytorchjobs`, `pytorchjobs.kubeflow.org`, `trainjob`; None for no kind tfjob
+    knows. A v1 kind comes back as its framework's declaration."""
     wanted = text.lower()
-    for kind in FRAMEWORKS.values():
+    for kind in CLUSTER_KINDS:
         names = {kind.kind.lower(), kind.plural}
         if wanted in names | {f"{name}.{kind.group}" for name in names}:
-            return kind
+            return kind.declaration
     return None
 
 
-def kind_of(job: Object) -> KindDeclaration:
+def kind_of(job: Object) -> ClusterKind:
     """The kind of a job as the API server sent it."""
-    return FRAMEWORKS[str(job.get("kind"))]
+    found = kind_called(str(job.get("kind")))
+    if found is None:
+        raise KeyError(f"no kind of job is called {job.get('kind')!r}")
+    return found
 
 
-def resource_name(kind: KindDeclaration) -> str:
+def resource_name(kind: AnyKind) -> str:
     """How kubectl names one object's type in its messages: `pytorchjob.kubeflow.org`."""
     return f"{kind.kind.lower()}.{kind.group}"
 
 
-def _either(kinds: Sequence[KindDeclaration]) -> str:
+def _either(kinds: Sequence[AnyKind]) -> str:
     names = [k.kind for k in kinds]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
@@ -69,14 +79,14 @@ def _either(kinds: Sequence[KindDeclaration]) -> str:
 class NoSuchJob(PermanentError):
     """No job of that name, of the kinds looked among, in the namespace."""
 
-    def __init__(self, namespace: str, name: str, kinds: Sequence[KindDeclaration]) -> None:
+    def __init__(self, namespace: str, name: str, kinds: Sequence[AnyKind]) -> None:
         super().__init__(f'no {_either(kinds)} "{name}" in namespace {namespace}')
 
 
 class AmbiguousJob(PermanentError):
     """Jobs of several kinds have the name: the user must say which."""
 
-    def __init__(self, namespace: str, name: str, kinds: Sequence[KindDeclaration]) -> None:
+    def __init__(self, namespace: str, name: str, kinds: Sequence[AnyKind]) -> None:
         which = " and a ".join(k.kind for k in kinds)
         choices = " or ".join(f"{k.kind.lower()}/{name}" for k in kinds)
         super().__init__(f'"{name}" is a {which} in namespace {namespace}: say which, as {choices}')
@@ -85,16 +95,16 @@ class AmbiguousJob(PermanentError):
 class NoJobApi(PermanentError):
     """The cluster does not serve these kinds: their CRDs are not installed."""
 
-    def __init__(self, kinds: Sequence[KindDeclaration]) -> None:
-        fix = "kubectl apply -k manifests/base, or install Kubeflow's training operator"
+    def __init__(self, kinds: Sequence[ClusterKind]) -> None:
         if len(kinds) == 1:
             kind = kinds[0]
             super().__init__(
-                f"the cluster has no {jobs_of(kind)} resource (the {kind.kind} CRD is not "
-                f"installed): {fix}"
+                f"the cluster has no {kind.resource} resource (the {kind.kind} CRD is not "
+                f"installed): {kind.install}"
             )
             return
-        names = ", ".join(str(jobs_of(k)) for k in kinds)
+        names = ", ".join(str(k.resource) for k in kinds)
+        fix = kinds[0].install  # manifests/base installs every kind's CRD
         super().__init__(
             f"the cluster has none of the resources {names} (no CRD of a job kind is "
             f"installed): {fix}"
@@ -115,48 +125,47 @@ class JobsApi:
     def __init__(self, client: KubeClient, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
-        self._served: list[KindDeclaration] | None = None
+        self._served: list[ClusterKind] | None = None
 
     # -- which kinds ------------------------------------------------------------------
 
-    async def served(self) -> list[KindDeclaration]:
-        """The kinds whose CRD the cluster has, in the registry's order (asked once);
+    async def served(self) -> list[ClusterKind]:
+        """The kinds whose CRD the cluster has, in `known_kinds()` order (asked once);
         NoJobApi when it has none of them."""
         if self._served is None:
-            versions = sorted({(k.group, k.version) for k in FRAMEWORKS.values()})
+            versions = sorted({(k.group, k.version) for k in CLUSTER_KINDS})
             plurals = await asyncio.gather(*(self._plurals(g, v) for g, v in versions))
             found = dict(zip(versions, plurals, strict=True))
-            self._served = [
-                k for k in FRAMEWORKS.values() if k.plural in found[(k.group, k.version)]
-            ]
+            self._served = [k for k in CLUSTER_KINDS if k.plural in found[(k.group, k.version)]]
         if not self._served:
             raise NoJobApi(known_kinds())
         return self._served
 
-    async def serving(self, kind: KindDeclaration) -> KindDeclaration:
+    async def serving(self, kind: AnyKind) -> ClusterKind:
         """`kind`, once the cluster is known to serve it; NoJobApi naming it otherwise."""
+        wanted = cluster_kind(kind)
         try:
             served = await self.served()
         except NoJobApi:
             served = []
-        if kind not in served:
-            raise NoJobApi([kind])
-        return kind
+        if wanted not in served:
+            raise NoJobApi([wanted])
+        return wanted
 
     # -- jobs -------------------------------------------------------------------------
 
     async def create(self, document: Object) -> Object:
         """Create the job as written; its kind is its `kind` field."""
         kind = await self.serving(kind_of(document))
-        return _labelled(kind, await self.client.create(jobs_of(kind), self.namespace, document))
+        return _labelled(kind, await self.client.create(kind.resource, self.namespace, document))
 
-    async def get(self, kind: KindDeclaration, name: str) -> Object:
+    async def get(self, kind: AnyKind, name: str) -> Object:
         found = await self._get_or_none(await self.serving(kind), name)
         if found is None:
             raise NoSuchJob(self.namespace, name, [kind])
         return found
 
-    async def find(self, name: str, kind: KindDeclaration | None = None) -> Object:
+    async def find(self, name: str, kind: AnyKind | None = None) -> Object:
         """The job named `name`: of `kind`, or of whichever kind the cluster serves
         holds it (AmbiguousJob when several do)."""
         if kind is not None:
@@ -170,7 +179,7 @@ class JobsApi:
             raise AmbiguousJob(self.namespace, name, [kind_of(j) for j in jobs])
         return jobs[0]
 
-    async def list_jobs(self, kind: KindDeclaration | None = None) -> list[Object]:
+    async def list_jobs(self, kind: AnyKind | None = None) -> list[Object]:
         """The jobs of `kind`, or of every kind the cluster serves, by name."""
         kinds = [await self.serving(kind)] if kind is not None else await self.served()
         lists = await asyncio.gather(*(self._list(k) for k in kinds))
@@ -178,26 +187,35 @@ class JobsApi:
         jobs = [job for listed in lists for job in listed]
         return sorted(jobs, key=lambda j: (str(j["metadata"].get("name")), order[j["kind"]]))
 
-    async def delete(self, kind: KindDeclaration, name: str) -> None:
-        """Background propagation, as kubectl: the garbage collector removes the pods."""
-        resource = jobs_of(await self.serving(kind))
+    async def delete(self, kind: AnyKind, name: str) -> None:
+        """Background propagation, as kubectl: the garbage collector removes the pods
+        (a TrainJob's JobSet, its Jobs, then their pods)."""
+        resource = (await self.serving(kind)).resource
         found = await self.client.delete(resource, self.namespace, name, propagation="Background")
         if found is None:
             raise NoSuchJob(self.namespace, name, [kind])
 
     # -- what belongs to a job ----------------------------------------------------------
 
-    async def pods(
-        self, kind: KindDeclaration | None = None, job_name: str | None = None
-    ) -> list[Object]:
-        """The pods of one job (by its kind's operator-name label and the job-name
-        label), or of every job (anything carrying the job-name label)."""
-        selector = c.LABEL_JOB_NAME
+    async def pods(self, kind: AnyKind | None = None, job_name: str | None = None) -> list[Object]:
+        """The pods of one job (by its kind's selector: a v1 kind's operator-name and
+        job-name labels, a TrainJob's JobSet name), or of every job of every kind the
+        cluster serves, by name."""
         if kind is not None and job_name is not None:
-            selector = f"{owned_by(kind)},{c.LABEL_JOB_NAME}={job_name}"
-        return await self._all(PODS.path(self.namespace), {"labelSelector": selector})
+            selector = cluster_kind(kind).pod_selector(job_name)
+            return await self._all(PODS.path(self.namespace), {"labelSelector": selector})
+        try:
+            kinds = await self.served()
+        except NoJobApi:
+            kinds = []
+        selectors = sorted({k.pod_selector(None) for k in kinds} or {c.LABEL_JOB_NAME})
+        lists = await asyncio.gather(
+            *(self._all(PODS.path(self.namespace), {"labelSelector": s}) for s in selectors)
+        )
+        pods = {_uid_or_name(p): p for listed in lists for p in listed}
+        return sorted(pods.values(), key=lambda p: str(p["metadata"].get("name")))
 
-    async def events(self, kind: KindDeclaration, name: str) -> list[Object]:
+    async def events(self, kind: AnyKind, name: str) -> list[Object]:
         """The events about one job, oldest first."""
         selector = f"involvedObject.kind={kind.kind},involvedObject.name={name}"
         events = await self._all(EVENTS.path(self.namespace), {"fieldSelector": selector})
@@ -228,16 +246,16 @@ class JobsApi:
 
     # -- internals --------------------------------------------------------------------
 
-    async def _get_or_none(self, kind: KindDeclaration, name: str) -> Object | None:
+    async def _get_or_none(self, kind: ClusterKind, name: str) -> Object | None:
         try:
-            return _labelled(kind, await self.client.get(jobs_of(kind), self.namespace, name))
+            return _labelled(kind, await self.client.get(kind.resource, self.namespace, name))
         except ApiError as error:
             if error.not_found:
                 return None
             raise
 
-    async def _list(self, kind: KindDeclaration) -> list[Object]:
-        items = await self._all(jobs_of(kind).path(self.namespace), {})
+    async def _list(self, kind: ClusterKind) -> list[Object]:
+        items = await self._all(kind.resource.path(self.namespace), {})
         return [_with_kind(kind, item) for item in items]
 
     async def _all(self, path: str, params: dict[str, str]) -> list[Object]:
@@ -264,23 +282,22 @@ class JobsApi:
 
 
 def replicas_asked(job: Object) -> dict[str, int]:
-    """The replicas a job asks for, by replica type as written, read through its
-    kind's model; empty for a job the model cannot hold (made by another tool)."""
-    try:
-        typed = decode_job(job, FRAMEWORKS[str(job.get("kind"))].job_type)
-    except InvalidJob:
-        return {}
-    return {
-        name: 1 if spec.replicas is None else spec.replicas
-        for name, spec in typed.spec.replica_specs.items()
-    }
+    """The replicas a job asks for, by replica type as written, read as its kind
+    reads them; empty for a job whose kind's model cannot hold it (made by another
+    tool) or that leaves the number to its runtime (a TrainJob without numNodes)."""
+    return kind_of(job).replicas_asked(job)
 
 
-def _labelled(kind: KindDeclaration, payload: bytes) -> Object:
+def _uid_or_name(pod: Object) -> str:
+    metadata = pod.get("metadata") or {}
+    return str(metadata.get("uid") or metadata.get("name"))
+
+
+def _labelled(kind: ClusterKind, payload: bytes) -> Object:
     return _with_kind(kind, _decode(payload))
 
 
-def _with_kind(kind: KindDeclaration, job: Object) -> Object:
+def _with_kind(kind: ClusterKind, job: Object) -> Object:
     """The job with its apiVersion and kind, which an item of a list may leave out."""
     return {"apiVersion": kind.api_version, "kind": kind.kind, **job}
 
