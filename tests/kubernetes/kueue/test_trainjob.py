@@ -12,24 +12,20 @@ Kubeflow Trainer's controller does not run here: tfjob's operator makes the JobS
 copies the JobSet's status back; the real JobSet controller resumes its Jobs with
 the admitted pod templates; kwok runs the pods.
 
-One Kueue, and one JobSet manager, for the file (the ``kueue`` fixture, with
-``KUEUE_KINDS``; ``jobset`` below); one operator per test.
+One Kueue for the file (the ``kueue`` fixture, with ``KUEUE_KINDS``), the session's
+JobSet manager (testkit/trainjob_fixtures.py), one operator per test.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lightkube import ApiError, Client
-from lightkube.resources.admissionregistration_v1 import MutatingWebhookConfiguration
+from lightkube import Client
 
 from testkit import trainjob_api
-from testkit.cluster import Cluster, Nodes
-from testkit.controlplane import ControlPlane, ControlPlaneError, ControlPlaneUnavailable
+from testkit.cluster import Nodes
+from testkit.controlplane import ControlPlane, ControlPlaneUnavailable
 from testkit.helpers import wait_for
 from testkit.jobset import JobSetManager
 from testkit.kueue import (
@@ -42,50 +38,21 @@ from testkit.kueue import (
     workload_condition,
 )
 from testkit.operators import Operators
+from testkit.trainjob_fixtures import jobset
 from testkit.trainjobs import TrainJobs, ending, trainjob
 
 KUEUE_KINDS = (TRAINJOB,)
 TORCH = "torch-distributed"
 KUEUE_PATCH = "kueue.x-k8s.io/manager"
+__all__ = ["jobset"]  # the session's one JobSet manager (testkit/trainjob_fixtures.py)
+
 POOL_LABEL = "tfjob.test/pool"
 POOL_TAINT = "tfjob.test/reserved"
 TOLERATION = {"key": POOL_TAINT, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 
 
 @pytest.fixture(scope="module")
-def jobset(cluster: Cluster, control_plane: ControlPlane, kube: Client) -> Iterator[None]:
-    """JobSet's controller manager: the session's, when tests/kubernetes/trainjob's
-    fixture already runs one on this cluster (its webhook configuration is there), else
-    one for this file. Never two at once: both would reconcile every JobSet."""
-    try:
-        manager = JobSetManager(
-            control_plane, kube, control_plane.assets.tool("jobset-controller-manager")
-        )
-        if _installed(kube, manager.webhook_name("mutating-webhook-configuration")):
-            yield
-            return
-        manager.start()
-    except ControlPlaneUnavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"no JobSet: {exc}", pytrace=False)
-        pytest.skip(f"no JobSet: {exc}")
-    except ControlPlaneError as exc:
-        pytest.fail(f"JobSet did not start:\n{exc}", pytrace=False)
-    try:
-        yield
-    finally:
-        manager.stop()
-
-
-def _installed(kube: Client, webhook_configuration: str) -> bool:
-    with contextlib.suppress(ApiError):
-        kube.get(MutatingWebhookConfiguration, webhook_configuration)
-        return True
-    return False
-
-
-@pytest.fixture(scope="module")
-def trainer_api(jobset: None, control_plane: ControlPlane, kube: Client) -> None:
+def trainer_api(jobset: JobSetManager, control_plane: ControlPlane, kube: Client) -> None:
     """Trainer's CRDs and shipped runtimes, before Kueue starts (conftest's
     CRD_FIXTURES): Kueue builds a TrainJob's pod sets from its runtime."""
     try:
@@ -95,7 +62,7 @@ def trainer_api(jobset: None, control_plane: ControlPlane, kube: Client) -> None
 
 
 @pytest.fixture
-def trainjobs(jobset: None, control_plane: ControlPlane, namespace: str) -> TrainJobs:
+def trainjobs(jobset: JobSetManager, control_plane: ControlPlane, namespace: str) -> TrainJobs:
     return TrainJobs(control_plane, namespace)
 
 
@@ -183,8 +150,8 @@ def test_quota_holds_a_trainjob_and_admission_places_its_pods_by_the_flavour(
     assert "insufficient" in verdict["message"], verdict
     assert _suspended(trainjobs, "second")
     assert trainjobs.wait_condition("second", "Suspended")["reason"] == "Suspended"
-    jobset = trainjobs.jobset("second")
-    assert jobset is None or jobset["spec"]["suspend"] is True, jobset
+    second = trainjobs.jobset("second")
+    assert second is None or second["spec"]["suspend"] is True, second
     assert trainjobs.pods("second") == []
 
     assert trainjobs.wait_finished("first", timeout=30)["type"] == "Complete"
@@ -225,12 +192,12 @@ def test_a_higher_priority_trainjob_preempts_a_lower_one_which_resumes_later(
     _running(trainjobs, "low")
     trainjobs.create(_queued("high", queue, run_for="2s", priority=high))
     wait_for(lambda: _suspended(trainjobs, "low"), message="Kueue to suspend low")
-    jobset = wait_for(
+    low = wait_for(
         lambda: (js := trainjobs.jobset("low")) and js["spec"].get("suspend") and js,
         timeout=10,
         message="low's JobSet suspended",
     )
-    assert jobset["spec"]["suspend"] is True
+    assert low["spec"]["suspend"] is True
     wait_for(lambda: trainjobs.pods("low") == [], timeout=10, message="low's pods deleted")
     # Kueue frees the quota only once low's status counts no active job, and then
     # takes its admission back out of the patch.
