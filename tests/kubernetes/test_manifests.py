@@ -7,6 +7,7 @@ RBAC is tested with the operator's own identity, by making real requests.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import subprocess
 import sys
@@ -59,12 +60,17 @@ def rejection(crd: Any, kube: Client, namespace: str, body: dict[str, Any]) -> s
 
 
 @pytest.fixture(scope="module")
-def installed(kube: Client) -> list[Any]:
-    """Everything in manifests/base, applied in kustomization order."""
+def installed(kube: Client) -> Iterator[list[Any]]:
+    """Everything in manifests/base, applied in kustomization order (each file as it
+    is, not as kustomize renders it). The Deployment goes afterwards: its image and
+    env as the raw file has them would otherwise conflict with the README's
+    `kubectl apply -k` of the same Deployment later in the session."""
     applied = []
     for path in kustomization_files():
         applied += apply_documents(kube, load_manifest(path))
-    return applied
+    yield applied
+    with contextlib.suppress(ApiError):
+        kube.delete(Deployment, "tfjob-operator", namespace="tfjob-system")
 
 
 @pytest.fixture(scope="module")
