@@ -66,13 +66,18 @@ def runtime_yaml(runtime: TrainingRuntime, kind: str) -> str:
     document = encode(runtime)
     document["apiVersion"] = runtime.api_version or API_VERSION
     document["kind"] = runtime.kind or kind
-    spec = document.setdefault("spec", {})
+    document["spec"] = typed_spec(runtime)
+    return yaml.dump(document, Dumper=_GoYAML, sort_keys=True, default_flow_style=False)
+
+
+def typed_spec(runtime: TrainingRuntime) -> dict[str, Any]:
+    """The runtime's spec as Go's typed round trip writes it (typed.py)."""
+    spec: dict[str, Any] = encode(runtime.spec)
     template = spec.setdefault("template", {})
     template.setdefault("metadata", {})
-    job_spec = template.setdefault("spec", {})
-    with_typed_defaults(job_spec)
-    document["spec"] = omitted_empties(spec)
-    return yaml.dump(document, Dumper=_GoYAML, sort_keys=True, default_flow_style=False)
+    with_typed_defaults(template.setdefault("spec", {}))
+    kept: dict[str, Any] = omitted_empties(spec)
+    return kept
 
 
 def snapshot_configmap(
@@ -126,4 +131,7 @@ def read_snapshot(trainjob: TrainJob, configmap: dict[str, Any]) -> TrainingRunt
 
 
 def same_spec(a: TrainingRuntime, b: TrainingRuntime) -> bool:
-    return bool(encode(a.spec) == encode(b.spec))
+    """The same spec once both went through Go's typed round trip: a snapshot holds the
+    runtime with the empty parts Go writes (`metadata: {}`, `resources: {}`) that the
+    live runtime lacks, and is still the same runtime."""
+    return typed_spec(a) == typed_spec(b)
