@@ -42,6 +42,12 @@ def snapshot_name(trainjob: TrainJob) -> str:
     return f"{trainjob.metadata.name}{SUFFIX}"
 
 
+#: libyaml's parser when PyYAML has it: every pass of an unfinished TrainJob reads its
+#: snapshot (some 5 KB of YAML), and the pure-Python parser took most of the
+#: operator's time under cProfile in bench/race_bench.py --kind trainjob.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class _GoYAML(yaml.SafeDumper):
     """PyYAML writing scalars as Go's yaml does: quoted strings in double quotes, and
     y/n (booleans to YAML 1.1) quoted too."""
@@ -110,7 +116,7 @@ def read_snapshot(trainjob: TrainJob, configmap: dict[str, Any]) -> TrainingRunt
             f'invalid runtime snapshot: snapshot ConfigMap missing "{DATA_KEY}" data key'
         )
     try:
-        runtime = decode_runtime(yaml.safe_load(text) or {})
+        runtime = decode_runtime(yaml.load(text, Loader=_LOADER) or {})
     except (yaml.YAMLError, msgspec.ValidationError) as err:
         raise SnapshotError(
             f"invalid runtime snapshot: unable to unmarshal the snapshot: {err}"
