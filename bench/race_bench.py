@@ -30,6 +30,9 @@ Run: python bench/race_bench.py [--jobs 200 2000] [--limits 20:30 1000:2000] [--
 [--every-kind] (every kind's CRD installed and every operator serving every kind, as a
 default install does: the streams each operator opens then matter; without it each
 serves only the raced kind)
+[--kind trainjob] (Kubeflow Trainer v2's TrainJobs: tfjob against Trainer v2.3.0's
+controller manager with the real JobSet controller; order `trainer,tfjob` unless
+--order says otherwise; bench/trainjob_race.py says what is run and measured)
 The machine's load matters (2 cores shared by etcd, the API server, the operator and
 this script): compare the ratios, measured in the same session.
 """
@@ -758,16 +761,18 @@ async def main() -> None:
     parser.add_argument("--limits", nargs="+", default=["20:30", "1000:2000"])
     parser.add_argument(
         "--order",
-        default="kubeflow,tfjob",
+        default=None,
         help="operators, in run order: kubeflow, tfjob, baseline (tfjob from "
         "--baseline-src), and floor / floor-events "
-        "(bench/floor_operator.py: the required writes only, a floor to judge targets by)",
+        "(bench/floor_operator.py: the required writes only, a floor to judge targets by); "
+        "with --kind trainjob: trainer, tfjob (default kubeflow,tfjob; trainer,tfjob)",
     )
     parser.add_argument(
         "--kind",
         default="tfjob",
-        choices=[k.scheme for k in FRAMEWORKS.values()],
-        help="the kind raced (PyTorchJob, XGBoostJob, PaddleJob: a Master and 3 Workers)",
+        choices=[*(k.scheme for k in FRAMEWORKS.values()), "trainjob"],
+        help="the kind raced (PyTorchJob, XGBoostJob, PaddleJob: a Master and 3 Workers; "
+        "trainjob: Kubeflow Trainer v2's TrainJob, bench/trainjob_race.py)",
     )
     parser.add_argument(
         "--baseline-src",
@@ -785,6 +790,10 @@ async def main() -> None:
         "in the logs folder, tfjob-<jobs>-<qps>.prof",
     )
     args = parser.parse_args()
+    if args.kind == "trainjob":
+        await race_trainjobs(args)
+        return
+    args.order = args.order or "kubeflow,tfjob"
     global WORKLOAD, EVERY_KIND
     EVERY_KIND = args.every_kind
     kind = next(k for k in FRAMEWORKS.values() if k.scheme == args.kind)
@@ -817,6 +826,23 @@ async def main() -> None:
         print_ratios(ours, theirs)
 
     from results import record  # bench/ is the script's folder, first on sys.path
+
+    record("race_bench", figures)
+
+
+async def race_trainjobs(args: argparse.Namespace) -> None:
+    """`--kind trainjob`: bench/trainjob_race.py's race, its figures recorded here."""
+    import trainjob_race  # type: ignore[import-not-found]
+
+    _pin_assets()
+    folder = Path(tempfile.mkdtemp(prefix="tfjob-race-"))
+    print(f"logs in {folder}; {os.cpu_count()} CPUs; load {os.getloadavg()}", flush=True)
+    order = (args.order or "trainer,tfjob").split(",")
+    figures = await trainjob_race.race(
+        args.jobs, args.limits, order, folder, control_plane, args.profile
+    )
+
+    from results import record
 
     record("race_bench", figures)
 

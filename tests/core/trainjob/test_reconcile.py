@@ -4,12 +4,14 @@ are missing or of an unknown kind."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import msgspec
 import yaml
 
+from tfjob.api.training_runtime import TrainingRuntime
 from tfjob.api.trainjob import TrainJob, TrainJobStatus
 from tfjob.core.plan import DeleteOwned
 from tfjob.core.trainjob.plan import ApplyObject, Observed
@@ -335,6 +337,32 @@ def test_a_runtime_fixed_while_suspended_is_used_on_resume() -> None:
     assert _kinds(result.actions) == ["ConfigMap", "JobSet"]
     assert "fixed" in applied(result, "ConfigMap")["data"]["runtime"]
     assert node_container(applied(result, "JobSet"))["image"] == "fixed"
+
+
+def test_a_suspended_trainjob_keeps_its_snapshot_of_an_unchanged_runtime(
+    shipped: Callable[[str], TrainingRuntime],
+) -> None:
+    """A snapshot holds the runtime as Go's typed round trip writes it (`metadata: {}`,
+    `resources: {}`, which the live runtime lacks): that is no change of the runtime,
+    so a pass of a suspended TrainJob (one Trainer suspended too, after a swap)
+    writes only its JobSet, not the snapshot again."""
+    for name in ("torch-distributed", "deepspeed-distributed"):
+        live = shipped(name)
+        job = trainjob(name, suspend=True)
+        snapshot = applied(plan(job, live), "ConfigMap", "tj-runtime-snapshot")
+        observed = Observed(jobset=_jobset(suspend=True), snapshot=snapshot)
+        observed.mpi_secret = {"metadata": {"name": "tj-mpi-ssh-auth"}}
+        observed.mpi_hostfile = _hostfile(plan(job, live)) if "deepspeed" in name else None
+        assert _kinds(plan(job, live, observed).actions) == ["JobSet"], name
+
+
+def _hostfile(result: Any) -> dict[str, Any] | None:
+    found = [
+        a.manifest
+        for a in result.actions
+        if getattr(a, "manifest", {}).get("metadata", {}).get("name", "").endswith("hostfile")
+    ]
+    return found[0] if found else None
 
 
 def test_a_snapshot_not_this_trainjobs_fails_it() -> None:

@@ -42,6 +42,12 @@ def snapshot_name(trainjob: TrainJob) -> str:
     return f"{trainjob.metadata.name}{SUFFIX}"
 
 
+#: libyaml's parser when PyYAML has it: every pass of an unfinished TrainJob reads its
+#: snapshot (some 5 KB of YAML), and the pure-Python parser took most of the
+#: operator's time under cProfile in bench/race_bench.py --kind trainjob.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class _GoYAML(yaml.SafeDumper):
     """PyYAML writing scalars as Go's yaml does: quoted strings in double quotes, and
     y/n (booleans to YAML 1.1) quoted too."""
@@ -66,13 +72,18 @@ def runtime_yaml(runtime: TrainingRuntime, kind: str) -> str:
     document = encode(runtime)
     document["apiVersion"] = runtime.api_version or API_VERSION
     document["kind"] = runtime.kind or kind
-    spec = document.setdefault("spec", {})
+    document["spec"] = typed_spec(runtime)
+    return yaml.dump(document, Dumper=_GoYAML, sort_keys=True, default_flow_style=False)
+
+
+def typed_spec(runtime: TrainingRuntime) -> dict[str, Any]:
+    """The runtime's spec as Go's typed round trip writes it (typed.py)."""
+    spec: dict[str, Any] = encode(runtime.spec)
     template = spec.setdefault("template", {})
     template.setdefault("metadata", {})
-    job_spec = template.setdefault("spec", {})
-    with_typed_defaults(job_spec)
-    document["spec"] = omitted_empties(spec)
-    return yaml.dump(document, Dumper=_GoYAML, sort_keys=True, default_flow_style=False)
+    with_typed_defaults(template.setdefault("spec", {}))
+    kept: dict[str, Any] = omitted_empties(spec)
+    return kept
 
 
 def snapshot_configmap(
@@ -105,7 +116,7 @@ def read_snapshot(trainjob: TrainJob, configmap: dict[str, Any]) -> TrainingRunt
             f'invalid runtime snapshot: snapshot ConfigMap missing "{DATA_KEY}" data key'
         )
     try:
-        runtime = decode_runtime(yaml.safe_load(text) or {})
+        runtime = decode_runtime(yaml.load(text, Loader=_LOADER) or {})
     except (yaml.YAMLError, msgspec.ValidationError) as err:
         raise SnapshotError(
             f"invalid runtime snapshot: unable to unmarshal the snapshot: {err}"
@@ -126,4 +137,7 @@ def read_snapshot(trainjob: TrainJob, configmap: dict[str, Any]) -> TrainingRunt
 
 
 def same_spec(a: TrainingRuntime, b: TrainingRuntime) -> bool:
-    return bool(encode(a.spec) == encode(b.spec))
+    """The same spec once both went through Go's typed round trip: a snapshot holds the
+    runtime with the empty parts Go writes (`metadata: {}`, `resources: {}`) that the
+    live runtime lacks, and is still the same runtime."""
+    return typed_spec(a) == typed_spec(b)
