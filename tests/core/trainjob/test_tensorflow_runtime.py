@@ -14,11 +14,22 @@ import yaml
 
 from tfjob.api import schema_rules
 from tfjob.api.training_runtime import TrainingRuntime, decode_runtime
+from tfjob.core.trainjob.plan import Observed
 from tfjob.frameworks import tensorflow as tf
 from tfjob.frameworks.mlpolicy.base import COMPLETION_INDEX_PATH
 from tfjob.frameworks.settings import Settings
 
-from .conftest import REPO, env_map, jobset_of, node_container, plan, replicated, runtime, trainjob
+from .conftest import (
+    REPO,
+    applied,
+    env_map,
+    jobset_of,
+    node_container,
+    plan,
+    replicated,
+    runtime,
+    trainjob,
+)
 
 RUNTIMES = REPO / "manifests/overlays/tfjob-runtimes"
 TRAINER = {"image": "registry.local/tf:1", "command": ["python3", "ps.py"], "numNodes": 2}
@@ -186,3 +197,11 @@ def test_a_task_job_of_several_replicas_fails_the_trainjob() -> None:
             "replicas 1 (set its parallelism instead)",
         )
     ]
+
+
+def test_the_runtime_snapshot_keeps_it_tensorflow() -> None:
+    """Later passes build from the snapshot (the runtime may be gone): its label too."""
+    job = trainjob("tensorflow-distributed", trainer=TRAINER)
+    snapshot = applied(plan(job, load(RUNTIMES / "tensorflow-distributed.yaml")), "ConfigMap")
+    jobset = applied(plan(job, None, Observed(snapshot=snapshot)), "JobSet")
+    assert expand(node_container(jobset, "node"), 1)["TF_CONFIG"] == tfjob_config("worker", 1)
