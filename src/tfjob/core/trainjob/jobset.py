@@ -10,7 +10,8 @@ JobSet builder), each one's effect landing where Trainer's lands:
    trainer step (label `trainer.kubeflow.org/trainjob-ancestor-step: trainer`) the
    runtime's numNodes; resourcesPerNode merged into the trainer's `node` container
    (resources.py);
-3. the mlPolicy source's handler (frameworks/mlpolicy): node count, env, ports, volumes;
+3. the mlPolicy source's handler (frameworks/mlpolicy): node count, env, ports, volumes
+   (with no source, tensorflow's or paddle's when the runtime's framework label says so);
 4. the podGroupPolicy's pod label or annotation (podgroup.py);
 5. every replicated job's parallelism = completions = its count;
 6. the initializers' storage URI, env and secret; the trainer's image, command, args
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob.api.training_runtime import MLPolicy, TrainingRuntime
+from tfjob.api.training_runtime import FRAMEWORK_LABEL, MLPolicy, TrainingRuntime
 from tfjob.api.trainjob import API_VERSION, KIND, InitializerSource, TrainJob
 from tfjob.core.trainjob.patches import patched_metadata, patched_spec
 from tfjob.core.trainjob.podgroup import pod_group, pod_marks
@@ -78,7 +79,10 @@ def build(
     """The objects for `trainjob` from `runtime`; MLPolicyError if they cannot be made,
     KeyPairNeeded if an MPI Secret is to be made and `key_pair` is None."""
     policy = runtime.spec.ml_policy
-    handler = handler_for(None if policy is None else policy.source)
+    handler = handler_for(
+        None if policy is None else policy.source,
+        runtime.metadata.labels.get(FRAMEWORK_LABEL),
+    )
     if handler is None:
         source = policy.source if policy is not None else None
         raise MLPolicyError(f"mlPolicy.{source} is not supported by tfjob")
