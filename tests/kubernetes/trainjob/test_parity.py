@@ -172,6 +172,17 @@ def deviation_6_xgboost_env_order(case: Case, observed: Observed) -> None:
             container["env"] = sorted(container.get("env") or [], key=lambda e: e["name"])
 
 
+def race_deadline_jobs_status(case: Case, observed: Observed) -> None:
+    """Not a deviation, a race: at the deadline both controllers copy the JobSet's
+    replicated-job counts as the JobSet has them then, and whether JobSet's controller
+    has written its first counts before an 8 s deadline depends on the machine's load
+    (seen both ways, under each controller). The deadline step's jobsStatus is left out
+    on both sides; its conditions are compared."""
+    for step in observed.steps:
+        if step["step"] == "deadline":
+            step["status"].pop("jobsStatus", None)
+
+
 # -- running both ------------------------------------------------------------------
 
 
@@ -249,6 +260,7 @@ def test_a_trainjob_under_trainer_and_under_tfjob(
     deviation_4_launcher_as_node_image(case, ours, observed[2])
     for side in (theirs, ours):
         deviation_6_xgboost_env_order(case, side)
+        race_deadline_jobs_status(case, side)
     found = [
         d
         for a, b in zip(theirs.steps, ours.steps, strict=True)
