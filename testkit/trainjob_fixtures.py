@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 from lightkube import Client
 
+from testkit import trainjob_api
 from testkit.cluster import Cluster
 from testkit.controlplane import ControlPlane, ControlPlaneError, ControlPlaneUnavailable
 from testkit.jobset import JobSetManager
@@ -54,13 +55,28 @@ def start_manager(
     try:
         started = manager_class(plane, kube, plane.assets.tool(tool)).start()
     except ControlPlaneUnavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"no {manager_class.name}: {exc}", pytrace=False)
-        pytest.skip(f"no {manager_class.name}: {exc}")
+        unavailable(manager_class.name, exc)
     except ControlPlaneError as exc:
         pytest.fail(f"{manager_class.name} did not start:\n{exc}", pytrace=False)
     config.stash.setdefault(MANAGERS, {})[manager_class.name] = started
     return started
+
+
+def unavailable(what: str, exc: Exception) -> NoReturn:
+    """Skip with a one-line reason, or fail under CI=true (a CI run never passes by
+    skipping)."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"no {what}: {exc}", pytrace=False)
+    pytest.skip(f"no {what}: {exc}")
+
+
+def install_trainer_api(plane: ControlPlane, kube: Client) -> list[dict[str, Any]]:
+    """Trainer's API as tfjob ships it and Trainer's runtimes (testkit/trainjob_api.py),
+    or skip/fail as `unavailable` when the runtimes are not beside the built binary."""
+    try:
+        return trainjob_api.install(plane, kube)
+    except ControlPlaneUnavailable as exc:
+        unavailable("Trainer runtimes", exc)
 
 
 def stop_manager(manager: LoopbackManager, config: pytest.Config) -> None:

@@ -23,15 +23,14 @@ import yaml
 from click.testing import CliRunner
 from lightkube import Client
 
-from testkit import trainjob_api
 from testkit.cluster import Cluster, Nodes
 from testkit.cluster_cli import Cli, job_document
-from testkit.controlplane import ControlPlane, ControlPlaneUnavailable
+from testkit.controlplane import ControlPlane
 from testkit.fake_api import FakeApi
 from testkit.helpers import tfjob, wait_for
 from testkit.jobset import JobSetManager
 from testkit.operators import Operators, RunningOperator
-from testkit.trainjob_fixtures import jobset
+from testkit.trainjob_fixtures import install_trainer_api, jobset
 from testkit.trainjobs import TrainJobs, ending, trainjob
 from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.interfaces.cli import cli as tfjob_cli
@@ -156,10 +155,7 @@ def trainer_api(
     jobset: JobSetManager, control_plane: ControlPlane, kube: Client
 ) -> list[dict[str, Any]]:
     """Trainer's CRDs as tfjob ships them, and the runtimes Trainer ships."""
-    try:
-        return trainjob_api.install(control_plane, kube)
-    except ControlPlaneUnavailable as exc:
-        pytest.skip(f"no Trainer runtimes: {exc}")
+    return install_trainer_api(control_plane, kube)
 
 
 @pytest.fixture

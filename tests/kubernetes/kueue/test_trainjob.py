@@ -23,9 +23,8 @@ from typing import Any
 import pytest
 from lightkube import Client
 
-from testkit import trainjob_api
 from testkit.cluster import Nodes
-from testkit.controlplane import ControlPlane, ControlPlaneUnavailable
+from testkit.controlplane import ControlPlane
 from testkit.helpers import wait_for
 from testkit.jobset import JobSetManager
 from testkit.kueue import (
@@ -38,7 +37,7 @@ from testkit.kueue import (
     workload_condition,
 )
 from testkit.operators import Operators
-from testkit.trainjob_fixtures import jobset
+from testkit.trainjob_fixtures import install_trainer_api, jobset
 from testkit.trainjobs import TrainJobs, ending, trainjob
 
 KUEUE_KINDS = (TRAINJOB,)
@@ -55,10 +54,7 @@ TOLERATION = {"key": POOL_TAINT, "operator": "Equal", "value": "true", "effect":
 def trainer_api(jobset: JobSetManager, control_plane: ControlPlane, kube: Client) -> None:
     """Trainer's CRDs and shipped runtimes, before Kueue starts (conftest's
     CRD_FIXTURES): Kueue builds a TrainJob's pod sets from its runtime."""
-    try:
-        trainjob_api.install(control_plane, kube)
-    except ControlPlaneUnavailable as exc:
-        pytest.skip(f"no Trainer runtimes: {exc}")
+    install_trainer_api(control_plane, kube)
 
 
 @pytest.fixture

@@ -26,11 +26,10 @@ from typing import Any
 import pytest
 from lightkube import Client
 
-from testkit import trainjob_api
 from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, Cluster, Nodes
-from testkit.controlplane import ControlPlane, ControlPlaneUnavailable
+from testkit.controlplane import ControlPlane
 from testkit.jobset import JobSetManager
-from testkit.trainjob_fixtures import jobset
+from testkit.trainjob_fixtures import install_trainer_api, jobset
 
 __all__ = ["jobset"]  # the session's one JobSet manager (testkit/trainjob_fixtures.py)
 
@@ -57,10 +56,7 @@ def trainer_api(
     jobset: JobSetManager, control_plane: ControlPlane, kube: Client
 ) -> list[dict[str, Any]]:
     """Trainer's CRDs as tfjob ships them, and the runtimes Trainer ships."""
-    try:
-        return trainjob_api.install(control_plane, kube)
-    except ControlPlaneUnavailable as exc:
-        pytest.skip(f"no Trainer runtimes: {exc}")
+    return install_trainer_api(control_plane, kube)
 
 
 @pytest.fixture(scope="module")

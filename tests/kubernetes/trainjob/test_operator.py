@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from lightkube import Client
 
-from testkit import trainjob_api
 from testkit.cluster import Nodes
-from testkit.controlplane import ControlPlane, ControlPlaneUnavailable
+from testkit.controlplane import ControlPlane
 from testkit.helpers import wait_for
 from testkit.jobset import JobSetManager
 from testkit.operators import Operators, RunningOperator
+from testkit.trainjob_fixtures import install_trainer_api
 from testkit.trainjobs import TrainJobs, ending, trainjob
 
 TORCH = "torch-distributed"
@@ -34,10 +34,7 @@ def trainer_api(
     jobset: JobSetManager, control_plane: ControlPlane, kube: Client
 ) -> list[dict[str, Any]]:
     """Trainer's API for tfjob (testkit/trainjob_api.py): its shipped runtimes."""
-    try:
-        return trainjob_api.install(control_plane, kube)
-    except ControlPlaneUnavailable as exc:
-        pytest.skip(f"no Trainer runtimes: {exc}")
+    return install_trainer_api(control_plane, kube)
 
 
 @pytest.fixture

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from lightkube import Client
 
-from testkit import trainjob_api
 from testkit.cluster import Cluster, Nodes
 from testkit.controlplane import ControlPlane, ControlPlaneUnavailable
 from testkit.jobset import JobSetManager
 from testkit.operators import Operators
 from testkit.parity import differences
 from testkit.trainer import TrainerManager
+from testkit.trainjob_fixtures import install_trainer_api, unavailable
 from testkit.trainjob_parity import Case, Observed, node_container, run_cases, scratch_namespace
 from testkit.trainjobs import ending
 
@@ -198,11 +198,11 @@ def observed(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[dict[str, Observed], dict[str, Observed], dict[str, dict[str, Any]]]]:
     """Every case under Trainer, then under tfjob: (Trainer's, tfjob's, shipped runtimes)."""
+    shipped = install_trainer_api(control_plane, kube)
     try:
-        shipped = trainjob_api.install(control_plane, kube)
         binary = control_plane.assets.tool("trainer-controller-manager")
     except ControlPlaneUnavailable as exc:
-        pytest.skip(f"no Kubeflow Trainer: {exc}")
+        unavailable("Kubeflow Trainer", exc)
     runtimes = _runtimes(shipped)
     with (
         scratch_namespace(kube, "parity-kf") as theirs_ns,

@@ -28,13 +28,13 @@ from typing import Any
 import pytest
 from lightkube import Client
 
-from testkit import trainjob_api
 from testkit.cluster import KwokPods
 from testkit.controlplane import ControlPlane, ControlPlaneUnavailable
 from testkit.helpers import wait_for
 from testkit.jobset import JobSetManager
 from testkit.operators import Operators, RunningOperator
 from testkit.trainer import TrainerManager
+from testkit.trainjob_fixtures import install_trainer_api
 from testkit.trainjobs import TrainJobs, ending, trainjob
 
 SETTLE = 2.0  # a few passes' time for a wrong write to show
@@ -76,10 +76,7 @@ def trainer_binary(jobset: JobSetManager, control_plane: ControlPlane) -> Any:
 
 def install_tfjobs_api(control_plane: ControlPlane, kube: Client) -> None:
     """tfjob's manifests for TrainJob (CRDs, the Secret role, the runtimes)."""
-    try:
-        trainjob_api.install(control_plane, kube)
-    except ControlPlaneUnavailable as exc:
-        pytest.skip(f"no Trainer runtimes: {exc}")
+    install_trainer_api(control_plane, kube)
 
 
 # -- what is checked -------------------------------------------------------------------
