@@ -62,15 +62,51 @@ class RunOptions:
     namespace: str | None = None  # overrides metadata.namespace
 
 
-class LocalRun:
-    """One job (of any kind) run to completion as local processes."""
+class LocalLoop:
+    """What every local run shares around its reconcile loop: being stopped (Ctrl-C,
+    SIGTERM), sleeping until a process changes or the plan's requeue, and the replicas
+    as the live view shows them."""
 
-    def __init__(self, job: Job, options: RunOptions, observer: RunObserver) -> None:
-        self.job = admitted(job, options.namespace)
+    def __init__(self, options: RunOptions, observer: RunObserver) -> None:
         self.options = options
         self._observer = observer
         self._wake = asyncio.Event()
         self._stopping = False
+        self._kubelet: LocalKubelet | None = None
+
+    def stop(self) -> None:
+        """End the run early (Ctrl-C, SIGTERM); a second call kills without grace."""
+        if self._stopping and self._kubelet is not None:
+            self._kubelet.kill_all()
+        self._stopping = True
+        self._wake.set()
+
+    async def _sleep(self, seconds: float | None) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+
+    @staticmethod
+    def _replicas(kubelet: LocalKubelet) -> list[ReplicaView]:
+        return [
+            ReplicaView(
+                replica=pod.replica,
+                pod_name=pod.name,
+                phase=pod.phase,
+                restarts=pod.restarts,
+                started_at=pod.started_at,
+                terminating=pod.deleted_at is not None,
+            )
+            for pod in kubelet.local_pods()
+        ]
+
+
+class LocalRun(LocalLoop):
+    """One job (of any kind) run to completion as local processes."""
+
+    def __init__(self, job: Job, options: RunOptions, observer: RunObserver) -> None:
+        super().__init__(options, observer)
+        self.job = admitted(job, options.namespace)
         self._services = ServiceBook()
         self._last_events: set[Event] = set()
         self._files = _LocalFiles(self.job)
@@ -80,14 +116,6 @@ class LocalRun:
             local_files_dir=self._files.folder,
             local_as_root=os.geteuid() == 0,
         )
-        self._kubelet: LocalKubelet | None = None
-
-    def stop(self) -> None:
-        """End the run early (Ctrl-C, SIGTERM); a second call kills without grace."""
-        if self._stopping and self._kubelet is not None:
-            self._kubelet.kill_all()
-        self._stopping = True
-        self._wake.set()
 
     async def run(self) -> Job:
         """Run the job; returns it with its final status. Every process is gone after."""
@@ -159,11 +187,6 @@ class LocalRun:
         if done:
             self._observer.event(Event(type="Normal", reason=reason, message=message))
 
-    async def _sleep(self, seconds: float | None) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._wake.wait()
-
     def _record(self, events: list[Event]) -> None:
         """Pass on the plan's events, except those the previous plan had too: the core
         repeats some on every reconcile, as upstream does (e.g. ExitedWithCode while a
@@ -175,20 +198,7 @@ class LocalRun:
 
     def _report(self, kubelet: LocalKubelet) -> None:
         conditions = self.job.status.conditions
-        self._observer.progress(
-            conditions[-1].type if conditions else "",
-            [
-                ReplicaView(
-                    replica=pod.replica,
-                    pod_name=pod.name,
-                    phase=pod.phase,
-                    restarts=pod.restarts,
-                    started_at=pod.started_at,
-                    terminating=pod.deleted_at is not None,
-                )
-                for pod in kubelet.local_pods()
-            ],
-        )
+        self._observer.progress(conditions[-1].type if conditions else "", self._replicas(kubelet))
 
     def _save(self) -> None:
         self.options.run_dir.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,6 @@ every process still running is stopped: nothing outlives the run.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +23,7 @@ from tfjob.api.timestamps import rfc3339
 from tfjob.api.training_runtime import TrainingRuntime
 from tfjob.api.trainjob import TrainJob, encode
 from tfjob.core.plan import DeleteOwned, Event
-from tfjob.core.progress import ReplicaView, RunObserver
+from tfjob.core.progress import RunObserver
 from tfjob.core.trainjob.plan import ApplyObject, CreateObject, Observed, TrainJobAction
 from tfjob.core.trainjob.reconcile import reconcile_trainjob
 from tfjob.core.trainjob.status import finished
@@ -33,7 +31,7 @@ from tfjob.frameworks.mlpolicy.base import KeyPair
 from tfjob.runtimes.local.jobset_pods import PodSlot, jobs_of, pods_of
 from tfjob.runtimes.local.jobset_status import PodState, job_states, jobset_status
 from tfjob.runtimes.local.kubelet import LocalKubelet
-from tfjob.runtimes.local.run import RunOptions
+from tfjob.runtimes.local.run import LocalLoop, RunOptions
 from tfjob.runtimes.local.trainjob_mpi import LocalMPI
 from tfjob.runtimes.local.watchdog import Watchdog
 from tfjob.runtimes.mpi_keys import new_key_pair
@@ -50,7 +48,7 @@ OWNED_ENV = (
 )  # fmt: skip
 
 
-class LocalTrainJobRun:
+class LocalTrainJobRun(LocalLoop):
     """One TrainJob, with its runtime, run as local processes."""
 
     def __init__(
@@ -60,26 +58,15 @@ class LocalTrainJobRun:
         options: RunOptions,
         observer: RunObserver,
     ) -> None:
+        super().__init__(options, observer)
         self.trainjob = admitted_trainjob(trainjob, options.namespace)
         self.runtime = runtime
-        self.options = options
-        self._observer = observer
-        self._wake = asyncio.Event()
-        self._stopping = False
         self._objects: dict[tuple[str, str], dict[str, Any]] = {}
         self._jobset: dict[str, Any] | None = None
         self._pods: list[PodSlot] = []
         self._failures: dict[str, int] = {}  # host name -> pods failed (restartPolicy Never)
         self._key_pair: KeyPair | None = None
         self._mpi = LocalMPI(self.trainjob.metadata.name, runtime)
-        self._kubelet: LocalKubelet | None = None
-
-    def stop(self) -> None:
-        """End the run early (Ctrl-C, SIGTERM); a second call kills without grace."""
-        if self._stopping and self._kubelet is not None:
-            self._kubelet.kill_all()
-        self._stopping = True
-        self._wake.set()
 
     async def run(self) -> TrainJob:
         """Run the TrainJob; returns it with its final status. Every process is gone after."""
@@ -220,11 +207,6 @@ class LocalTrainJobRun:
         status = (self._jobset or {}).get("status") or {}
         return bool(status.get("conditions"))
 
-    async def _sleep(self, seconds: float | None) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._wake.wait()
-
     def _record(self, events: list[Event]) -> None:
         for event in events:
             self._observer.event(event)
@@ -232,20 +214,7 @@ class LocalTrainJobRun:
     def _report(self, kubelet: LocalKubelet) -> None:
         conditions = self.trainjob.status.conditions
         state = conditions[-1].type if conditions else ("Running" if self._pods else "Created")
-        self._observer.progress(
-            state,
-            [
-                ReplicaView(
-                    replica=pod.replica,
-                    pod_name=pod.name,
-                    phase=pod.phase,
-                    restarts=pod.restarts,
-                    started_at=pod.started_at,
-                    terminating=pod.deleted_at is not None,
-                )
-                for pod in kubelet.local_pods()
-            ],
-        )
+        self._observer.progress(state, self._replicas(kubelet))
 
     def _save(self) -> None:
         """RUN_DIR/trainjob.yaml (the TrainJob with its final status) and jobset.yaml."""
