@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import secrets
@@ -334,6 +335,7 @@ class Node:
         self._sysctls: dict[str, str] = {}
         self._created_dirs: list[str] = []
         self._netns_context: contextlib.ExitStack | None = None
+        self._machine_lock: int | None = None
         self.timings: dict[str, float] = {}
 
     # -- paths -------------------------------------------------------------------------
@@ -374,6 +376,7 @@ class Node:
     def start(self) -> Node:
         started = time.monotonic()
         assets = self.assets
+        self._machine_lock = _take_machine_lock(self.start_timeout + MACHINE_LOCK_PATIENCE)
         reap_orphans()
         if self._requested_folder is not None:
             self.folder = self._requested_folder
@@ -976,6 +979,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
         if not self.keep_folder:
             shutil.rmtree(folder, ignore_errors=True)
         self.folder = None
+        if self._machine_lock is not None:
+            os.close(self._machine_lock)  # closing the descriptor releases the lock
+            self._machine_lock = None
         return self.traces(folder)
 
     def traces(self, folder: Path) -> list[str]:
@@ -1104,6 +1110,28 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+#: One node per machine: kubelet's fixed folders (HOST_DIRS) and the global sysctls
+#: cannot be shared, so a second node (another pytest run, a worktree's) waits here.
+MACHINE_LOCK = Path("/tmp/tfjob-node.lock")
+MACHINE_LOCK_PATIENCE = 1800.0
+
+
+def _take_machine_lock(patience: float) -> int:
+    """An exclusive flock on MACHINE_LOCK, waited for up to `patience` seconds; the
+    kernel drops it when the holder dies, so a killed run never blocks the next."""
+    fd = os.open(MACHINE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise NodeError(f"another node held {MACHINE_LOCK} for {patience:.0f} s") from None
+            time.sleep(1.0)
 
 
 def reap_orphans() -> list[Path]:

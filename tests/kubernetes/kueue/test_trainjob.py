@@ -154,8 +154,12 @@ def test_quota_holds_a_trainjob_and_admission_places_its_pods_by_the_flavour(
     wait_for(lambda: not _suspended(trainjobs, "second"), message="Kueue to admit the second")
     assert trainjobs.wait_finished("second", timeout=30)["type"] == "Complete"
     _placed_by_the_flavour(trainjobs.pods("second"), pool)
-    finished = workload_condition(workloads.workload("second"), "Finished")
-    assert finished is not None and finished["status"] == "True", finished
+    # Kueue marks the Workload Finished after it sees the TrainJob's Complete condition.
+    finished = wait_for(
+        lambda: workload_condition(workloads.workload("second"), "Finished"),
+        message="Kueue to mark the second's Workload Finished",
+    )
+    assert finished["status"] == "True", finished
 
 
 def test_kueues_webhook_refuses_a_trainjob_whose_runtime_is_missing(
