@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 
 from testkit.helpers import free_port
+from testkit.kept_alive import KeptConnections
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "envtest" / "build.sh"
@@ -397,6 +398,7 @@ class ControlPlane:
         self.etcd_url = ""
         self._etcd: subprocess.Popen[bytes] | None = None
         self._apiserver: subprocess.Popen[bytes] | None = None
+        self._kept: tuple[str, KeptConnections] | None = None
         self._kubeconfig: Path | None = None
         self._operator_kubeconfig: Path | None = None
         self._certs: _Certificates | None = None
@@ -567,25 +569,14 @@ class ControlPlane:
         Table rendering kubectl asks for). ``token=""`` sends no credentials at all.
         """
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.server + path, data=data, method=method)
+        sent = dict(headers or {})
         if token is None:
             token = self.token
         if token:
-            req.add_header("Authorization", f"Bearer {token}")
+            sent.setdefault("Authorization", f"Bearer {token}")
         if data is not None:
-            req.add_header("Content-Type", "application/json")
-        for key, value in (headers or {}).items():
-            req.add_header(key, value)
-        context = ssl.create_default_context(cafile=str(self.ca_path))
-        # No proxies: a CI runner's https_proxy must not capture 127.0.0.1.
-        opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
-        )
-        try:
-            with opener.open(req, timeout=10) as resp:
-                status, raw = resp.status, resp.read()
-        except urllib.error.HTTPError as err:
-            status, raw = err.code, err.read()
+            sent.setdefault("Content-Type", "application/json")
+        status, raw = self._connections().send(method, path, data, sent)
         try:
             return status, json.loads(raw) if raw else None
         except ValueError:
@@ -722,6 +713,17 @@ class ControlPlane:
             f"{name} not ready within {self.start_timeout:.0f} s (last error: {last_error})\n"
             + self.log_tails()
         )
+
+    def _connections(self) -> KeptConnections:
+        """Kept-alive connections to this start's server (a restart keeps the port
+        and certificates; a new start makes new ones)."""
+        if self.workdir is None:
+            raise RuntimeError("the control plane is not started")
+        kept = self._kept
+        if kept is None or kept[0] != self.server:
+            kept = (self.server, KeptConnections(self.server, self.ca_path))
+            self._kept = kept
+        return kept[1]
 
     def _etcd_healthy(self) -> bool:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
