@@ -329,9 +329,15 @@ class Nodes:
     (their namespaces being deleted) are removed, so they cannot take the room.
     """
 
-    def __init__(self, kube: Client, namespace: str) -> None:
+    def __init__(
+        self, kube: Client, namespace: str, *, taint: dict[str, str] | None = None
+    ) -> None:
+        """With ``taint``, every node added carries it too: only pods that tolerate it
+        land there (a lane of tests/kubernetes/kueue running beside others, whose
+        pods must not take its room, nor it theirs)."""
         self.kube = kube
         self.namespace = namespace
+        self.taint = taint
         self.names: list[str] = []
 
     def add(
@@ -346,8 +352,10 @@ class Nodes:
         timeout: float = 30.0,
     ) -> list[str]:
         """Create ``count`` nodes of this size; return their names once kwok has them Ready."""
-        if not self.names:
+        if not self.names and self.taint is None:  # strays cannot land on tainted nodes
             self._clear_strays()
+        if self.taint is not None:
+            taints = [*(taints or []), self.taint]
         added = [unique_node_name() for _ in range(count)]
         for name in added:
             manifest = node_manifest(

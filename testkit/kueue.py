@@ -692,6 +692,8 @@ class QueuedJobs:
     plane: ControlPlane
     namespace: str
     kind: str
+    #: Given to every pod template (a lane's, see Nodes' ``taint``).
+    tolerations: tuple[dict[str, str], ...] = ()
 
     @property
     def framework(self) -> Any:
@@ -720,14 +722,14 @@ class QueuedJobs:
             "image": IMAGE,
             "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
         }
+        pod_spec: dict[str, Any] = {"containers": [container]}
+        if self.tolerations:
+            pod_spec["tolerations"] = list(self.tolerations)
         specs = {
             rtype: {
                 "replicas": count,
                 "restartPolicy": "Never",
-                "template": {
-                    "metadata": {"annotations": annotations},
-                    "spec": {"containers": [container]},
-                },
+                "template": {"metadata": {"annotations": annotations}, "spec": {**pod_spec}},
             }
             for rtype, count in replicas_of(self.kind, pods).items()
         }

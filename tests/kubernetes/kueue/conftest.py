@@ -22,19 +22,32 @@
   deletes them after the test.
 - ``queued`` (function): the test's jobs of ``kind``, their pods, services, gang
   groups and Kueue Workloads, read through the raw API (every field as stored).
+- ``lanes`` (function) and ``every_kind``: a scenario decorated with ``every_kind`` is
+  one test that runs it for every kind of the file (its ``KINDS``) at once, each in a
+  lane of its own (testkit/lanes.py): the kind's namespace, ``queued``, ``queues``,
+  ``operators``, ``nodes`` (tainted for the lane; its jobs' pods tolerate it) and
+  ``worker_nodes``; other parameters are the session's or module's fixtures.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
-from collections.abc import Iterator
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace
 
-from testkit.cluster import Cluster
+from testkit.cluster import Cluster, Nodes
 from testkit.controlplane import (
     MANIFESTS_BASE,
     ControlPlane,
@@ -44,6 +57,8 @@ from testkit.controlplane import (
     load_manifest,
 )
 from testkit.kueue import Kueue, QueuedJobs, Queues, Worker
+from testkit.lanes import run_lanes
+from testkit.operators import Operators
 
 #: The kinds the operator serves, each run through every scenario.
 KINDS = ("TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob")
@@ -168,3 +183,142 @@ def queues(kueue: Kueue, control_plane: ControlPlane, namespace: str) -> Iterato
 @pytest.fixture
 def queued(kueue: Kueue, control_plane: ControlPlane, namespace: str, kind: str) -> QueuedJobs:
     return QueuedJobs(control_plane, namespace, kind)
+
+
+# -- lanes: every kind at once ----------------------------------------------------------
+
+#: The taint on a lane's nodes, valued with its namespace.
+LANE_TAINT = "tfjob.test/lane"
+
+
+@dataclass
+class Lane:
+    """One kind's own part of the cluster for one scenario."""
+
+    kind: str
+    namespace: str
+    queued: QueuedJobs
+    queues: Queues
+    operators: Operators
+    nodes: Nodes
+    tmp_path: Path
+    worker_nodes: Nodes | None = None
+
+    def close(self) -> None:
+        """Queues, nodes and namespace go; every operator must stop cleanly."""
+        self.queues.cleanup()
+        self.nodes.remove_all()
+        if self.worker_nodes is not None:
+            self.worker_nodes.remove_all()
+        codes = [(r.stop(), r) for r in self.operators.started if r.process.returncode is None]
+        for code, running in codes:
+            assert code == 0, f"{self.kind}: operator exited {code}:\n{running.log_tail()}"
+
+    def logs(self) -> str:
+        return "".join(
+            f"--- operator log ({' '.join(r.args[-6:])}) ---\n{r.log_tail(80)}\n"
+            for r in self.operators.started
+        )
+
+
+@dataclass
+class Lanes:
+    request: pytest.FixtureRequest
+    lanes: dict[str, Lane]
+
+    def run(self, scenario: Callable[..., None]) -> None:
+        names = list(inspect.signature(scenario).parameters)
+        shared = {n: self.request.getfixturevalue(n) for n in names if n not in _PER_LANE}
+        if "worker_nodes" in names:
+            self.request.getfixturevalue("worker_kwok")
+            worker: Worker = self.request.getfixturevalue("worker_cluster")
+            for lane in self.lanes.values():
+                lane.worker_nodes = Nodes(worker.kube, lane.namespace, taint=_taint(lane.namespace))
+
+        def runner(lane: Lane) -> Callable[[], None]:
+            return lambda: scenario(
+                **shared, **{n: getattr(lane, n) for n in names if n in _PER_LANE}
+            )
+
+        run_lanes(
+            {kind: runner(lane) for kind, lane in self.lanes.items()},
+            lambda kind: self.lanes[kind].logs(),
+        )
+
+
+_PER_LANE = frozenset(
+    ("kind", "namespace", "queued", "queues", "operators", "nodes", "tmp_path", "worker_nodes")
+)
+
+
+def _taint(namespace: str) -> dict[str, str]:
+    return {"key": LANE_TAINT, "value": namespace, "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def lanes(
+    kueue: Kueue,
+    control_plane: ControlPlane,
+    kube: Client,
+    cluster: Cluster,
+    operator_kubeconfig: Path,
+    rbac_installed: None,
+    crd_installed: Any,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[Lanes]:
+    kinds: tuple[str, ...] = getattr(request.module, "KINDS", KINDS)
+    made: dict[str, Lane] = {}
+    try:
+        for kind in kinds:
+            made[kind] = _lane(kind, control_plane, kube, operator_kubeconfig, tmp_path, request)
+        yield Lanes(request, made)
+    finally:
+        errors = []
+        for lane in made.values():
+            try:
+                lane.close()
+            except AssertionError as exc:
+                errors.append(str(exc))
+            with contextlib.suppress(ApiError):
+                kube.delete(Namespace, lane.namespace)
+        assert not errors, "\n".join(errors)
+
+
+def _lane(
+    kind: str,
+    plane: ControlPlane,
+    kube: Client,
+    operator_kubeconfig: Path,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Lane:
+    stem = request.node.name.removeprefix("test_").replace("_", "-")[:32].strip("-")
+    namespace = f"{stem}-{kind.lower()}-{secrets.token_hex(2)}"
+    kube.create(Namespace(metadata=ObjectMeta(name=namespace, labels={"tfjob-test": "true"})))
+    folder = tmp_path / kind
+    folder.mkdir()
+    taint = _taint(namespace)
+    toleration = {**taint, "operator": "Equal"}
+    return Lane(
+        kind=kind,
+        namespace=namespace,
+        queued=QueuedJobs(plane, namespace, kind, tolerations=(toleration,)),
+        queues=Queues(plane, namespace),
+        operators=Operators(operator_kubeconfig, namespace, folder),
+        nodes=Nodes(kube, namespace, taint=taint),
+        tmp_path=folder,
+    )
+
+
+def every_kind(scenario: Callable[..., None]) -> Callable[[Lanes], None]:
+    """The scenario as one test run for every kind of the file at once (``lanes``)."""
+
+    def test(lanes: Lanes) -> None:
+        lanes.run(scenario)
+
+    test.__name__ = scenario.__name__
+    test.__qualname__ = scenario.__qualname__
+    test.__doc__ = scenario.__doc__
+    test.__module__ = scenario.__module__
+    return test

@@ -20,6 +20,7 @@ from testkit.cluster import Nodes
 from testkit.helpers import wait_for
 from testkit.kueue import GANG_API, KUEUE_API, QueuedJobs, Queues, workload_condition
 from testkit.operators import Operators
+from tests.kubernetes.kueue.conftest import every_kind
 
 #: The conftest's ``kueue`` fixture: the kinds as Kueue's external frameworks.
 KUEUE_EXTERNAL = True
@@ -95,6 +96,7 @@ def _spec_managers(workload: dict[str, Any]) -> set[str]:
     }
 
 
+@every_kind
 def test_a_job_runs_once_kueue_admits_the_workload_tfjob_made(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
@@ -129,6 +131,7 @@ def test_a_job_runs_once_kueue_admits_the_workload_tfjob_made(
     assert finished is not None and finished["reason"] == "Succeeded", finished
 
 
+@every_kind
 def test_a_job_beyond_the_quota_waits_suspended_with_no_pod_until_the_first_ends(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
@@ -160,6 +163,7 @@ def test_a_job_beyond_the_quota_waits_suspended_with_no_pod_until_the_first_ends
     wait_for(lambda: _true(queued, "second", "Finished"), message="second's Workload Finished")
 
 
+@every_kind
 def test_preemption_suspends_the_low_job_and_it_resumes_to_success(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
@@ -198,6 +202,7 @@ def test_preemption_suspends_the_low_job_and_it_resumes_to_success(
     wait_for(lambda: _true(queued, "low", "Finished"), message="low's Workload Finished")
 
 
+@every_kind
 def test_a_waiting_job_resized_gets_its_workload_rewritten_and_admitted(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
@@ -232,6 +237,7 @@ def test_a_waiting_job_resized_gets_its_workload_rewritten_and_admitted(
     queued.wait_condition("first", "Succeeded")
 
 
+@every_kind
 def test_a_running_job_resized_is_stopped_and_requeued_with_a_new_workload(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:

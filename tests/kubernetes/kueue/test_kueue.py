@@ -25,6 +25,7 @@ from testkit.helpers import wait_for
 from testkit.kueue import KUEUE_API, QueuedJobs, Queues, Worker, workload_condition
 from testkit.kueue import NAMESPACE as KUEUE_NAMESPACE
 from testkit.operators import Operators
+from tests.kubernetes.kueue.conftest import every_kind
 
 #: The kinds Kueue v0.19.0's MultiKueue really dispatches: its webhook on a worker
 #: refuses the copy of a JAXJob (the prebuilt-workload-name annotation "Is not
@@ -46,6 +47,7 @@ def _pods_ready(queued: QueuedJobs, name: str) -> bool:
     return ready is not None and ready["status"] == "True"
 
 
+@every_kind
 def test_quota_holds_the_second_job_suspended_with_no_pod_until_the_first_ends(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
@@ -91,6 +93,7 @@ def test_quota_holds_the_second_job_suspended_with_no_pod_until_the_first_ends(
     queued.wait_condition("second", "Succeeded")
 
 
+@every_kind
 def test_admission_gives_every_pod_the_flavours_node_selector_and_tolerations(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
@@ -117,6 +120,7 @@ def test_admission_gives_every_pod_the_flavours_node_selector_and_tolerations(
     queued.wait_condition("spot", "Succeeded")
 
 
+@every_kind
 def test_preemption_evicts_the_low_job_and_it_resumes_cleanly_to_success(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
@@ -161,6 +165,7 @@ def test_preemption_evicts_the_low_job_and_it_resumes_cleanly_to_success(
     assert not any(c["type"] in ("Failed", "Restarting") for c in status["conditions"])
 
 
+@every_kind
 def test_an_admitted_jobs_gang_is_placed_whole(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
@@ -200,6 +205,7 @@ def _no_operator_writes(queued: QueuedJobs, name: str) -> None:
     assert queued.gang_groups(name) == []
 
 
+@every_kind
 def test_multikueue_jobs_are_left_to_kueue_entirely(
     queued: QueuedJobs,
     queues: Queues,

@@ -29,6 +29,7 @@ from testkit.helpers import wait_for
 from testkit.kueue import KUEUE_API, QueuedJobs, Queues, Worker, workload_condition
 from testkit.kueue import NAMESPACE as KUEUE_NAMESPACE
 from testkit.operators import Operators
+from tests.kubernetes.kueue.conftest import every_kind
 
 KUEUE_EXTERNAL = True
 KUEUE_MULTIKUEUE = True
@@ -108,6 +109,7 @@ def _multikueue_queue(queues: Queues, kube: Client, worker_cluster: Worker, name
     return queues.local_queue(cq)
 
 
+@every_kind
 def test_a_job_handed_to_multikueue_runs_on_the_worker_and_succeeds_on_the_manager(
     queued: QueuedJobs,
     queues: Queues,
