@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from testkit import fast_yaml
 from testkit.helpers import free_port
 from testkit.kept_alive import KeptConnections
 
@@ -766,12 +767,12 @@ def tfjob_resource() -> Any:
 def load_manifest(path: Path) -> list[dict[str, Any]]:
     """The YAML documents of one manifest file, empty documents dropped."""
     with path.open() as handle:
-        return [doc for doc in yaml.safe_load_all(handle) if doc]
+        return [doc for doc in fast_yaml.load_all(handle) if doc]
 
 
 def kustomization_files(base: Path = MANIFESTS_BASE) -> list[Path]:
     """The files ``kustomization.yaml`` lists, in its order (the order they apply in)."""
-    kustomization = yaml.safe_load((base / "kustomization.yaml").read_text())
+    kustomization = fast_yaml.load((base / "kustomization.yaml").read_text())
     return [base / name for name in kustomization.get("resources", [])]
 
 

@@ -33,6 +33,8 @@ import aiohttp
 import yaml
 from aiohttp import web
 
+from testkit import fast_yaml
+
 _HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -314,5 +316,5 @@ def _reset(request: web.Request) -> web.StreamResponse:
 
 def token_of(kubeconfig: Path) -> str:
     """The bearer token of a test kubeconfig (testkit/controlplane.py writes them)."""
-    config = yaml.safe_load(kubeconfig.read_text())
+    config = fast_yaml.load(kubeconfig.read_text())
     return str(config["users"][0]["user"]["token"])

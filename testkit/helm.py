@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from testkit import fast_yaml
 from testkit.controlplane import REPO_ROOT, find_assets
 
 CHART = REPO_ROOT / "charts" / "tfjob"
@@ -45,7 +44,7 @@ def template(namespace: str, values: dict[str, str] | None = None) -> list[dict[
     done = helm(
         "template", "tfjob", str(CHART), "--namespace", namespace, *values_args(values or {})
     )
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return [doc for doc in fast_yaml.load_all(done.stdout) if doc]
 
 
 def template_error(values: dict[str, str]) -> str:

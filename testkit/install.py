@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from testkit import fast_yaml
 from testkit.controlplane import find_assets
 from testkit.helpers import free_port
 from testkit.kubelet import FakeKubelet
@@ -48,7 +49,7 @@ def kubectl(*args: str, kubeconfig: Path | None = None, check: bool = True) -> s
 
 def render(folder: Path) -> list[dict[str, Any]]:
     """`kubectl kustomize folder`: what `kubectl apply -k folder` sends."""
-    return [doc for doc in yaml.safe_load_all(kubectl("kustomize", str(folder))) if doc]
+    return [doc for doc in fast_yaml.load_all(kubectl("kustomize", str(folder))) if doc]
 
 
 def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -108,7 +109,7 @@ def service_account_kubeconfig(
     """A kubeconfig holding a token of the ServiceAccount `namespace/name` (TokenRequest
     through kubectl), so what the operator may do is decided by the applied RBAC."""
     token = kubectl("create", "token", name, "-n", namespace, kubeconfig=admin).strip()
-    config = yaml.safe_load(server_kubeconfig.read_text())
+    config = fast_yaml.load(server_kubeconfig.read_text())
     config["users"] = [{"name": name, "user": {"token": token}}]
     for context in config["contexts"]:
         context["context"]["user"] = name

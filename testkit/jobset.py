@@ -27,8 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
-
+from testkit import fast_yaml
 from testkit.manager_process import LoopbackManager
 
 API = "/apis/jobset.x-k8s.io/v1alpha2"
@@ -61,7 +60,7 @@ class JobSetManager(LoopbackManager):
 
     def crds(self) -> list[dict[str, Any]]:
         bases = self.config_dir / "crd" / "bases"
-        return [yaml.safe_load(path.read_text()) for path in sorted(bases.glob("*.yaml"))]
+        return [fast_yaml.load(path.read_text()) for path in sorted(bases.glob("*.yaml"))]
 
     def webhook_dir(self) -> Path:
         return self.config_dir / "webhook"

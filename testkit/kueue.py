@@ -63,6 +63,7 @@ from lightkube.resources.admissionregistration_v1 import (
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace
 
+from testkit import fast_yaml
 from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
 from testkit.controlplane import (
     ControlPlane,
@@ -371,7 +372,7 @@ class Kueue:
         kinds and the kubeflow.org kinds it manages here."""
         manifests = self.config_dir / "webhook" / "manifests.yaml"
         docs = []
-        for doc in yaml.safe_load_all(manifests.read_text()):
+        for doc in fast_yaml.load_all(manifests.read_text()):
             if not doc:
                 continue
             out = copy.deepcopy(doc)
@@ -461,15 +462,15 @@ def install_crds(
     nothing (enough for a cluster that only stores Kueue's objects, such as a
     MultiKueue worker whose Kueue is not running)."""
     crd_dir = config_dir / "crd"
-    kustomization = yaml.safe_load((crd_dir / "kustomization.yaml").read_text())
+    kustomization = fast_yaml.load((crd_dir / "kustomization.yaml").read_text())
     converted = set()
     for patch in kustomization.get("patches") or []:
-        doc = yaml.safe_load((crd_dir / patch["path"]).read_text())
+        doc = fast_yaml.load((crd_dir / patch["path"]).read_text())
         if (doc.get("spec") or {}).get("conversion", {}).get("strategy") == "Webhook":
             converted.add(doc["metadata"]["name"])
     docs = []
     for resource in kustomization["resources"]:
-        doc = yaml.safe_load((crd_dir / resource).read_text())
+        doc = fast_yaml.load((crd_dir / resource).read_text())
         if conversion is not None and doc["metadata"]["name"] in converted:
             doc["spec"]["conversion"] = {
                 "strategy": "Webhook",

@@ -38,6 +38,7 @@ from lightkube.resources.admissionregistration_v1 import (
 )
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
+from testkit import fast_yaml
 from testkit.controlplane import (
     ControlPlane,
     ControlPlaneError,
@@ -273,14 +274,14 @@ def kustomization_resources(folder: Path) -> list[dict[str, Any]]:
     """The documents a kustomization's ``resources`` name, folders followed into their
     own kustomization, in order (no patches, prefixes or generators: the folders
     this is used on have none that change the objects)."""
-    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    kustomization = fast_yaml.load((folder / "kustomization.yaml").read_text())
     docs: list[dict[str, Any]] = []
     for resource in kustomization.get("resources") or []:
         path = folder / resource
         if path.is_dir():
             docs.extend(kustomization_resources(path))
         else:
-            docs.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
+            docs.extend(doc for doc in fast_yaml.load_all(path.read_text()) if doc)
     return docs
 
 
@@ -288,14 +289,14 @@ def webhook_configurations(folder: Path) -> list[dict[str, Any]]:
     """The webhook configurations of a kustomization folder with its JSON patches
     (RFC 6902 ``add``/``replace``, the kind upstream's webhook folders use) applied
     to the documents their ``target`` names."""
-    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    kustomization = fast_yaml.load((folder / "kustomization.yaml").read_text())
     docs = [
         copy.deepcopy(doc)
         for doc in kustomization_resources(folder)
         if doc.get("kind") in _WEBHOOK_KINDS
     ]
     for patch in kustomization.get("patches") or []:
-        ops = yaml.safe_load((folder / patch["path"]).read_text())
+        ops = fast_yaml.load((folder / patch["path"]).read_text())
         target = patch.get("target") or {}
         for doc in docs:
             if doc["kind"] == target.get("kind") and target.get("name") in (

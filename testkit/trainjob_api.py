@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from lightkube import Client
 
+from testkit import fast_yaml
 from testkit.controlplane import ControlPlane, apply_documents
 from testkit.manager_process import install_crds, kustomization_resources
 from testkit.trainer import apply_object
@@ -24,7 +24,7 @@ TRAINER_CRDS = ("trainjob-crd.yaml", "trainingruntime-crd.yaml", "clustertrainin
 
 
 def documents(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d]
+    return [d for d in fast_yaml.load_all((MANIFESTS / name).read_text()) if d]
 
 
 def install(plane: ControlPlane, kube: Client) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testkit import fast_yaml
 from tfjob.api.errors import InvalidJob
 from tfjob.api.types import to_dict
 from tfjob.frameworks.load import load_jobs
@@ -36,7 +37,7 @@ def errors_of(text: str, **kw: bool) -> list[str]:
 
 def mutate(change: str) -> str:
     """GOOD with one edit applied as a Python expression on the parsed document `d`."""
-    d = yaml.safe_load(GOOD)
+    d = fast_yaml.load(GOOD)
     exec(change, {"d": d})
     return yaml.safe_dump(d)
 
@@ -48,7 +49,7 @@ def test_good_job_loads() -> None:
 
 
 def test_json_and_multi_document_files() -> None:
-    as_json = json.dumps(yaml.safe_load(GOOD))
+    as_json = json.dumps(fast_yaml.load(GOOD))
     assert len(load_jobs(as_json, "job.json")) == 1
     second = GOOD.replace("name: good", "name: second")
     jobs = load_jobs(GOOD + "---\n" + second, "jobs.yaml")
@@ -63,7 +64,7 @@ def test_fixtures_load() -> None:
 def test_unknown_template_fields_survive_a_round_trip() -> None:
     text = (FIXTURES / "chief-worker-evaluator.yaml").read_text()
     (job,) = load_jobs(text, "x")
-    original = yaml.safe_load(text)
+    original = fast_yaml.load(text)
     assert to_dict(job)["spec"]["tfReplicaSpecs"] == original["spec"]["tfReplicaSpecs"]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
+from testkit import fast_yaml
 from tfjob.api import schema_rules
 
 BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
@@ -23,7 +23,7 @@ BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
     ],
 )
 def test_the_package_ships_the_crds_schema(crd_file: str, schema_file: str) -> None:
-    crd = yaml.safe_load((BASE / crd_file).read_text())
+    crd = fast_yaml.load((BASE / crd_file).read_text())
     [version] = crd["spec"]["versions"]
     assert schema_rules.schema_document(schema_file) == version["schema"]["openAPIV3Schema"]
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from testkit import fast_yaml
 from tfjob.api import schema_rules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def trainjob_cases() -> list[Case]:
         text = path.read_text()
         lines = text.splitlines()
         assert lines[1].startswith("# message: "), path
-        documents = [doc for doc in yaml.safe_load_all(text) if doc]
+        documents = [doc for doc in fast_yaml.load_all(text) if doc]
         what, message = lines[0].removeprefix("# "), lines[1].removeprefix("# message: ")
         found.append(Case(path, path.parent.name, what, message, documents))
     return found
@@ -71,9 +71,9 @@ def trainjob_cases() -> list[Case]:
 def valid_documents() -> list[dict[str, Any]]:
     """The corpus's valid objects, at the edge of its rules, and the runtimes Trainer
     ships (manifests/overlays/trainer-runtimes)."""
-    documents = [doc for doc in yaml.safe_load_all(VALID.read_text()) if doc]
+    documents = [doc for doc in fast_yaml.load_all(VALID.read_text()) if doc]
     for path in sorted(RUNTIMES.glob("*-distributed.yaml")):
-        documents += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+        documents += [doc for doc in fast_yaml.load_all(path.read_text()) if doc]
     return documents
 
 
@@ -92,7 +92,7 @@ def test_the_corpus_has_every_category_and_a_case_per_tfjob_rule() -> None:
     assert {case.category for case in CASES} == {"trainjob", "update", "runtime"}
     assert len(CASES) >= 25
     assert all(case.what and case.message for case in CASES)
-    additions = yaml.safe_load(VALIDATION.read_text())
+    additions = fast_yaml.load(VALIDATION.read_text())
     messages = {
         rule["message"]
         for crd in additions.values()
@@ -105,7 +105,7 @@ def test_the_corpus_has_every_category_and_a_case_per_tfjob_rule() -> None:
 
 @pytest.mark.parametrize("kind", sorted(SCHEMAS))
 def test_the_package_ships_the_crds_schema(kind: str) -> None:
-    crd = yaml.safe_load((REPO / "manifests" / "base" / CRD_FILES[kind]).read_text())
+    crd = fast_yaml.load((REPO / "manifests" / "base" / CRD_FILES[kind]).read_text())
     [version] = crd["spec"]["versions"]
     shipped = schema_rules.schema_document(SCHEMAS[kind])
     assert shipped == version["schema"]["openAPIV3Schema"]

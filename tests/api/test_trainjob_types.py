@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
-import yaml
 
+from testkit import fast_yaml
 from tfjob.api.training_runtime import MPIPolicy, decode_runtime
 from tfjob.api.trainjob import Condition, TrainJobStatus, decode_trainjob, encode
 
@@ -164,7 +164,7 @@ def test_shipped_runtime_round_trips(name: str) -> None:
     path = TRAINER_RUNTIMES / f"{name}.yaml"
     if not path.is_file():
         pytest.skip(f"Trainer v2.3.0's module is not downloaded ({path})")
-    document = yaml.safe_load(path.read_text())
+    document = fast_yaml.load(path.read_text())
     runtime = decode_runtime(document)
     assert encode(runtime) == document
     assert runtime.spec.ml_policy is not None

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit import fast_yaml
 from tfjob.api import constants as c
 from tfjob.api import schema_rules
 from tfjob.api.training_runtime import decode_runtime
@@ -69,7 +70,7 @@ def jobset_for(conversion: Conversion) -> dict[str, Any]:
         runtime = decode_runtime(conversion.runtime)
     else:
         name = conversion.trainjob["spec"]["runtimeRef"]["name"]
-        runtime = decode_runtime(yaml.safe_load((SHIPPED / f"{name}.yaml").read_text()))
+        runtime = decode_runtime(fast_yaml.load((SHIPPED / f"{name}.yaml").read_text()))
     plan = reconcile_trainjob(trainjob, runtime, Observed(), datetime(2026, 1, 1, tzinfo=UTC))
     [jobset] = [
         a.manifest for a in plan.actions if isinstance(a, ApplyObject) and a.kind.kind == "JobSet"
@@ -85,7 +86,7 @@ def jobset_pods(jobset: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]
         spec = job["template"]["spec"]
         assert spec["parallelism"] == spec["completions"]
         for k in range(spec["parallelism"]):
-            pod = yaml.safe_load(yaml.safe_dump(spec["template"]["spec"]))
+            pod = fast_yaml.load(yaml.safe_dump(spec["template"]["spec"]))
             for container in pod["containers"]:
                 for var in container.get("env") or []:
                     ref = (var.get("valueFrom") or {}).get("fieldRef") or {}

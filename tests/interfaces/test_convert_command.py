@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from testkit import fast_yaml
 from testkit.tfjob_cli import REPO, tfjob
 
 LOSSLESS = """
@@ -27,7 +26,7 @@ spec:
 
 
 def documents(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if d is not None]
+    return [d for d in fast_yaml.load_all(text) if d is not None]
 
 
 def test_a_job_needing_its_own_runtime_prints_it_first_and_names_the_losses() -> None:

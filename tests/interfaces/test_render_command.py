@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from testkit import fast_yaml
 from testkit.tfjob_cli import REPO, tfjob
 
 DIST_MNIST = REPO / "tests/fixtures/dist-mnist.yaml"
@@ -16,7 +17,7 @@ DIST_MNIST = REPO / "tests/fixtures/dist-mnist.yaml"
 def _render(*args: str) -> list[dict[str, object]]:
     result = tfjob("render", *args)
     assert result.returncode == 0, result.stderr
-    return list(yaml.safe_load_all(result.stdout))
+    return list(fast_yaml.load_all(result.stdout))
 
 
 def test_dist_mnist_renders_six_pods_then_six_services() -> None:

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
+from testkit import fast_yaml
 from testkit.run_processes import STUBBORN, gone_within, started_replicas
 from testkit.tfjob_cli import REPO, job, replica, tfjob, write
 
@@ -27,7 +27,7 @@ def test_the_ping_example_succeeds_from_any_folder(tmp_path: Path) -> None:
     for pod in ("ping-chief-0", "ping-ps-0", "ping-worker-0", "ping-worker-1"):
         assert (run_dir / f"{pod}.log").is_file()
     assert "worker 0 got the chief's ping" in (run_dir / "ping-worker-0.log").read_text()
-    final = yaml.safe_load((run_dir / "job.yaml").read_text())
+    final = fast_yaml.load((run_dir / "job.yaml").read_text())
     assert final["status"]["conditions"][-1]["type"] == "Succeeded"
 
 
@@ -66,7 +66,7 @@ def test_exit_code_137_is_retried_and_the_restart_recorded(tmp_path: Path) -> No
     assert "[worker-0] second life" in lines
     ports = [line for line in lines if line.startswith("[worker-0] port ")]
     assert len(ports) == 2 and ports[0] == ports[1]  # the recreated pod keeps its port
-    final = yaml.safe_load((run_dir / "job.yaml").read_text())
+    final = fast_yaml.load((run_dir / "job.yaml").read_text())
     assert final["status"]["restartCount"] == 1
     assert final["status"]["conditions"][-1]["type"] == "Succeeded"
     assert (run_dir / "retry-worker-0.log").read_text().count("pod retry-worker-0 created") == 2

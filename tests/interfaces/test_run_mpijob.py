@@ -10,8 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from testkit import fast_yaml
 from testkit.tfjob_cli import TFJOB, tfjob, write
 
 
@@ -59,7 +58,7 @@ def test_run_without_mpirun_names_what_to_install_and_starts_nothing(tmp_path: P
 def test_render_prints_the_launchers_objects_and_pods(tmp_path: Path) -> None:
     result = tfjob("render", str(write(tmp_path / "job.yaml", _mpijob("pi"))))
     assert result.returncode == 0, result.stderr
-    objects = list(yaml.safe_load_all(result.stdout))
+    objects = list(fast_yaml.load_all(result.stdout))
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ServiceAccount", "pi-launcher"),
         ("ConfigMap", "pi-config"),

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit import fast_yaml
 from testkit.tfjob_cli import tfjob, write
 
 # ENV {json} of the kind's variables; then the replica that hosts the rendezvous
@@ -108,7 +109,7 @@ def _run(tmp_path: Path, document: dict[str, Any]) -> tuple[Path, Any]:
     run_dir = tmp_path / "run"
     result = tfjob("run", str(write(tmp_path / "job.yaml", document)), "--run-dir", str(run_dir))
     assert result.returncode == 0, result.stdout + result.stderr
-    final = yaml.safe_load((run_dir / "job.yaml").read_text())
+    final = fast_yaml.load((run_dir / "job.yaml").read_text())
     assert final["status"]["conditions"][-1]["reason"] == f"{document['kind']}Succeeded"
     return run_dir, result
 
@@ -156,7 +157,7 @@ def test_paddle_replicas_reach_the_rendezvous(tmp_path: Path, mode: str) -> None
 def test_render_prints_the_env_a_cluster_gives(tmp_path: Path) -> None:
     result = tfjob("render", str(write(tmp_path / "job.yaml", _job("XGBoostJob", "xgb"))))
     assert result.returncode == 0, result.stderr
-    docs = list(yaml.safe_load_all(result.stdout))
+    docs = list(fast_yaml.load_all(result.stdout))
     worker = next(d for d in docs if d["metadata"]["name"] == "xgb-worker-1")
     env = {e["name"]: e["value"] for e in worker["spec"]["containers"][0]["env"]}
     assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"]) == ("xgb-master-0", "9999", "2")

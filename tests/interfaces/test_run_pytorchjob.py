@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from testkit import fast_yaml
 from testkit.tfjob_cli import tfjob, write
 
 # Prints the PyTorch env as JSON; the Master also serves its MASTER_PORT until each
@@ -90,7 +90,7 @@ def test_master_and_workers_reach_each_other_at_local_addresses(tmp_path: Path) 
         "[tfjob] PyTorchJob Worker pods: the init container init-pytorch a cluster adds "
         "is not run locally (every replica starts at once here)"
     ) in lines
-    final = yaml.safe_load((run_dir / "job.yaml").read_text())
+    final = fast_yaml.load((run_dir / "job.yaml").read_text())
     assert final["kind"] == "PyTorchJob"
     assert final["status"]["conditions"][-1]["reason"] == "PyTorchJobSucceeded"
 
@@ -213,7 +213,7 @@ def test_render_prints_the_pods_and_services_a_cluster_gets(tmp_path: Path) -> N
     doc = _job("pytorch-ddp", {"Master": _replica(1), "Worker": _replica(2)})
     result = tfjob("render", str(write(tmp_path / "job.yaml", doc)))
     assert result.returncode == 0, result.stderr
-    docs = list(yaml.safe_load_all(result.stdout))
+    docs = list(fast_yaml.load_all(result.stdout))
     names = [(d["kind"], d["metadata"]["name"]) for d in docs]
     pods = ["pytorch-ddp-master-0", "pytorch-ddp-worker-0", "pytorch-ddp-worker-1"]
     assert names == [("Pod", n) for n in pods] + [("Service", n) for n in pods]

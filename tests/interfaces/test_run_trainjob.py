@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from testkit import fast_yaml
 from testkit.run_processes import gone_within
 from testkit.tfjob_cli import REPO, start_tfjob, tfjob, write
 from tfjob.interfaces.job_files import BadInput, read_trainer_file
@@ -116,7 +116,7 @@ def _envs(run_dir: Path, pods: list[str]) -> list[dict[str, str]]:
 
 
 def _final(run_dir: Path) -> dict[str, Any]:
-    document: dict[str, Any] = yaml.safe_load((run_dir / "trainjob.yaml").read_text())
+    document: dict[str, Any] = fast_yaml.load((run_dir / "trainjob.yaml").read_text())
     return document
 
 
@@ -142,7 +142,7 @@ def test_torch_nodes_of_a_shipped_runtime_reach_node_0_here(tmp_path: Path) -> N
     assert _condition(tmp_path / "run") == (
         "Complete", "AllJobsCompleted", "jobset completed successfully"
     )  # fmt: skip
-    jobset = yaml.safe_load((tmp_path / "run" / "jobset.yaml").read_text())
+    jobset = fast_yaml.load((tmp_path / "run" / "jobset.yaml").read_text())
     assert jobset["status"]["replicatedJobsStatus"][0]["succeeded"] == 1
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from lightkube import Client
 
+from testkit import fast_yaml
 from testkit.helpers import free_port
 from testkit.install import REPO_ROOT, job_runs_to_success
 from testkit.kubelet import FakeKubelet
@@ -131,7 +131,7 @@ def test_the_operator_from_the_image_serves_the_cluster(
     mounted.chmod(0o755)
     shutil.copy(operator_kubeconfig, mounted / "config")
     (mounted / "config").chmod(0o644)
-    [deployment] = yaml.safe_load_all(
+    [deployment] = fast_yaml.load_all(
         (REPO_ROOT / "tests" / "kubernetes" / "kubeflow-deployment.yaml").read_text()
     )
     [spec] = deployment["spec"]["template"]["spec"]["containers"]

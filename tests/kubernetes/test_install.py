@@ -20,6 +20,7 @@ import pytest
 import yaml
 from lightkube import Client
 
+from testkit import fast_yaml
 from testkit.controlplane import ControlPlane
 from testkit.helpers import wait_for
 from testkit.install import (
@@ -42,7 +43,7 @@ VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
+    loaded: dict[str, Any] = fast_yaml.load(path.read_text())
     return loaded
 
 
@@ -184,7 +185,7 @@ def test_a_deployment_written_for_kubeflow_starts_tfjob(
     tmp_path: Path,
     started: list[RunningOperator],
 ) -> None:
-    [deployment] = yaml.safe_load_all(
+    [deployment] = fast_yaml.load_all(
         (REPO_ROOT / "tests/kubernetes/kubeflow-deployment.yaml").read_text()
     )
     [container] = deployment["spec"]["template"]["spec"]["containers"]

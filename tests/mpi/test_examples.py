@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testkit import fast_yaml
 from testkit.examples import TFJOB, reports, run, single_process
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mpi"
@@ -41,14 +42,14 @@ def test_four_ranks_train_as_one_process(tmp_path: Path) -> None:
     assert first["loss"] < 0.05  # it learned: the noise's variance is 0.01
     assert first["loss"] == pytest.approx(reference["loss"], rel=TOLERANCE)
     assert first["weights"] == pytest.approx(reference["weights"], rel=TOLERANCE, abs=1e-12)
-    final = yaml.safe_load((run_dir / "job.yaml").read_text())
+    final = fast_yaml.load((run_dir / "job.yaml").read_text())
     assert [c["type"] for c in final["status"]["conditions"]][-1] == "Succeeded"
 
 
 def test_more_ranks_than_the_workers_slots_fail_the_job(tmp_path: Path) -> None:
     """The local hostfile has the cluster's slots (Workers x slotsPerWorker), no more:
     a fifth rank does not fit, mpirun fails, and the Launcher's failure is the job's."""
-    job = yaml.safe_load((EXAMPLES / "job.yaml").read_text())
+    job = fast_yaml.load((EXAMPLES / "job.yaml").read_text())
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     launcher["command"] = ["mpirun", "-n", "5", "true"]
     del launcher["workingDir"]
@@ -60,5 +61,5 @@ def test_more_ranks_than_the_workers_slots_fail_the_job(tmp_path: Path) -> None:
     assert "1 Launcher replica(s) failed" in done.stderr
     log = (run_dir / "mpi-regression-launcher.log").read_text()
     assert "There are not enough slots available in the system to satisfy the 5" in log
-    final = yaml.safe_load((run_dir / "job.yaml").read_text())
+    final = fast_yaml.load((run_dir / "job.yaml").read_text())
     assert [c["type"] for c in final["status"]["conditions"]][-1] == "Failed"

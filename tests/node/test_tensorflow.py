@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from lightkube import Client, codecs
 from lightkube.resources.core_v1 import Pod
 
+from testkit import fast_yaml
 from testkit.cluster_cli import Cli
 from testkit.node import Node
 from testkit.terminal import run_on_terminal
@@ -46,7 +46,7 @@ def reports(logs: str) -> dict[str, dict[str, Any]]:
 
 
 def replicas_of(path: Path) -> list[str]:
-    spec = yaml.safe_load(path.read_text())["spec"]["tfReplicaSpecs"]
+    spec = fast_yaml.load(path.read_text())["spec"]["tfReplicaSpecs"]
     return [f"{kind.lower()}-{i}" for kind, r in spec.items() for i in range(r["replicas"])]
 
 
@@ -61,7 +61,7 @@ def test_multi_worker_trains_across_pods_followed_live_and_logs_read_after(
     example: str,
 ) -> None:
     path = CLUSTER / example
-    name = yaml.safe_load(path.read_text())["metadata"]["name"]
+    name = fast_yaml.load(path.read_text())["metadata"]["name"]
     replicas = replicas_of(path)
 
     status, screen = run_on_terminal(cli.args("submit", str(path), "--follow"), FOLLOW_LIMIT)
@@ -145,7 +145,7 @@ def _model_volume(node: Node, kube: Client, namespace: str) -> None:
             }
         )
     )
-    claim = yaml.safe_load((CLUSTER / "model-volume.yaml").read_text())
+    claim = fast_yaml.load((CLUSTER / "model-volume.yaml").read_text())
     claim["metadata"]["namespace"] = namespace
     kube.create(codecs.from_dict(claim))
 

@@ -9,8 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from testkit import fast_yaml
 from tests.pytorch.test_examples import (
     RUN_LIMIT,
     TFJOB,
@@ -48,5 +47,5 @@ def test_a_torch_trainjob_of_two_nodes_trains_as_one_process(
     masters = {r["master"] for r in found.values()}
     assert len(masters) == 1 and masters.pop().startswith("127.0.0.1:")
     _trained_together({f"{n}/{rank}": r for (n, rank), r in found.items()}, single_process)
-    final = yaml.safe_load((run_dir / "trainjob.yaml").read_text())
+    final = fast_yaml.load((run_dir / "trainjob.yaml").read_text())
     assert [c["type"] for c in final["status"]["conditions"]] == ["Complete"]

@@ -54,6 +54,15 @@ from typing import Any
 
 import yaml
 
+#: libyaml when PyYAML has it: the CRDs are megabytes; its output is byte-identical.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _load(text: str) -> Any:
+    return yaml.load(text, Loader=_LOADER)
+
+
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools" / "crd"
 MANIFESTS = ROOT / "manifests" / "base"
@@ -131,7 +140,7 @@ def declared(framework: Any) -> dict[str, Any]:
 def kind_crd(framework: Any, shared: dict[str, Any]) -> Crd:
     """A kind's CRD: the shared template filled from its declaration and its own part."""
     source = f"{framework.scheme}-crd.in.yaml"
-    own = yaml.safe_load((TOOLS / source).read_text()) or {}
+    own = _load((TOOLS / source).read_text()) or {}
     names = declared(framework)
     allowed = {*shared["defaults"], *shared["required"]}
     for key in own:
@@ -160,7 +169,7 @@ def kind_crds() -> list[Crd]:
     sys.path.insert(0, str(ROOT / "src"))
     from tfjob.frameworks.registry import FRAMEWORKS
 
-    shared = yaml.safe_load(SHARED.read_text())
+    shared = _load(SHARED.read_text())
     return [kind_crd(framework, shared) for framework in FRAMEWORKS.values()]
 
 
@@ -368,7 +377,8 @@ def generate(schemas: dict[str, Any], version: str, kind: Crd) -> tuple[str, str
     crd = fill(kind.document, Inliner(schemas))
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     header = GENERATED.format(source=kind.source, version=version) + kind.header
-    crd_text = header + yaml.safe_dump(crd, sort_keys=False, width=100, allow_unicode=True)
+    dumped = yaml.dump(crd, Dumper=_DUMPER, sort_keys=False, width=100, allow_unicode=True)
+    crd_text = header + dumped
     schema_text = json.dumps(schema, indent=1, sort_keys=True) + "\n"
     return crd_text, schema_text
 

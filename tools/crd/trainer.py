@@ -38,6 +38,15 @@ from typing import Any
 
 import yaml
 
+#: libyaml when PyYAML has it: the CRDs are megabytes; its output is byte-identical.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _load(text: str) -> Any:
+    return yaml.load(text, Loader=_LOADER)
+
+
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools" / "crd"
 MANIFESTS = ROOT / "manifests" / "base"
@@ -157,14 +166,14 @@ def license_notice(text: str) -> str:
 def crd_outputs(source: Path, validation: dict[str, Any]) -> dict[Path, str]:
     """One CRD's manifest and package schema."""
     raw = source.read_text()
-    upstream = yaml.safe_load(raw)
+    upstream = _load(raw)
     crd = without_descriptions(add_validation(upstream, validation[upstream["metadata"]["name"]]))
     crd["metadata"].pop("annotations", None)  # controller-gen's version: the header says more
     stem = CRDS[source.name]
     header = CRD_HEADER.format(
         module=MODULE, version=VERSION, source=f"{UPSTREAM_CRDS}/{source.name}"
     )
-    text = header + license_notice(raw) + yaml.safe_dump(crd, sort_keys=False, width=100)
+    text = header + license_notice(raw) + yaml.dump(crd, Dumper=_DUMPER, sort_keys=False, width=100)
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return {
         MANIFESTS / f"{stem}-crd.yaml": text,
@@ -189,7 +198,7 @@ def runtime_outputs(runtimes: Path) -> dict[Path, str]:
 
 def outputs(module: Path) -> dict[Path, str]:
     """Every file this script writes, by path."""
-    validation = yaml.safe_load(VALIDATION.read_text())
+    validation = _load(VALIDATION.read_text())
     found: dict[Path, str] = {}
     for name in CRDS:
         found.update(crd_outputs(module / UPSTREAM_CRDS / name, validation))

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from testkit import fast_yaml
 from tfjob.api.training_runtime import TrainingRuntime, decode_runtime
 from tfjob.api.trainjob import TrainJob, decode_trainjob
 from tfjob.core.trainjob.plan import Observed, TrainJobPlan
@@ -49,7 +49,7 @@ def shipped() -> Callable[[str], TrainingRuntime]:
                 f"runtime {name}: neither manifests/overlays/trainer-runtimes nor Trainer "
                 f"v2.3.0's module ({TRAINER_MODULE}) is here"
             )
-        return decode_runtime(yaml.safe_load(path.read_text()))
+        return decode_runtime(fast_yaml.load(path.read_text()))
 
     return load
 

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from testkit import fast_yaml
 from tfjob.api import schema_rules
 from tfjob.api.training_runtime import TrainingRuntime, decode_runtime
 from tfjob.frameworks import paddle as pd
@@ -25,13 +26,13 @@ PADDLE_NAMES = ("PYTHONUNBUFFERED", "PADDLE_JOB_ID", "PADDLE_NNODES", "PADDLE_MA
 
 
 def load(path: Path) -> TrainingRuntime:
-    return decode_runtime(yaml.safe_load(path.read_text()))
+    return decode_runtime(fast_yaml.load(path.read_text()))
 
 
 def paddlejob_env(workers: int, index: int, masters: int = 0) -> dict[str, str]:
     """What a PaddleJob `tj` pod gets (Worker `index`), its service names turned into
     the JobSet's host names."""
-    document = yaml.safe_load((REPO / "examples/paddle/job.yaml").read_text())
+    document = fast_yaml.load((REPO / "examples/paddle/job.yaml").read_text())
     document["metadata"] = {"name": "tj", "namespace": "ns"}
     specs = document["spec"]["paddleReplicaSpecs"]
     specs["Worker"]["replicas"] = workers
@@ -50,7 +51,7 @@ def paddlejob_env(workers: int, index: int, masters: int = 0) -> dict[str, str]:
 
 
 def test_the_runtime_is_valid_under_trainers_crd() -> None:
-    document = yaml.safe_load((RUNTIMES / "paddle-distributed.yaml").read_text())
+    document = fast_yaml.load((RUNTIMES / "paddle-distributed.yaml").read_text())
     assert schema_rules.check(document, schema_rules.CLUSTERTRAININGRUNTIME_SCHEMA) == []
     assert document["spec"]["mlPolicy"] == {"numNodes": 2}  # no source: Trainer's schema
     assert document["metadata"]["labels"] == {"trainer.kubeflow.org/framework": "paddle"}
@@ -93,7 +94,7 @@ def test_every_container_of_the_pod_gets_the_env() -> None:
 def test_a_master_job_is_parameter_server_mode() -> None:
     rt = load(RUNTIMES / "paddle-distributed.yaml")
     jobs: list[dict[str, Any]] = rt.spec.template["spec"]["replicatedJobs"]
-    master = yaml.safe_load(yaml.safe_dump(jobs[0]))
+    master = fast_yaml.load(yaml.safe_dump(jobs[0]))
     master["name"] = "master"
     del master["template"]["metadata"]
     master["template"]["spec"]["parallelism"] = 1

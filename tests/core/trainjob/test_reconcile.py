@@ -9,8 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 import msgspec
-import yaml
 
+from testkit import fast_yaml
 from tfjob.api.training_runtime import TrainingRuntime
 from tfjob.api.trainjob import TrainJob, TrainJobStatus
 from tfjob.core.plan import DeleteOwned
@@ -316,7 +316,7 @@ def test_snapshot_holds_the_runtime_as_first_used() -> None:
     snapshot = applied(plan(trainjob("rt"), RT), "ConfigMap")
     assert snapshot["metadata"]["name"] == "tj-runtime-snapshot"
     assert snapshot["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
-    saved = yaml.safe_load(snapshot["data"]["runtime"])
+    saved = fast_yaml.load(snapshot["data"]["runtime"])
     assert saved["kind"] == "ClusterTrainingRuntime" and saved["metadata"]["name"] == "rt"
     # A suspended JobSet re-applied while the job runs on: built from the snapshot.
     job = trainjob("rt")

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
+from testkit import fast_yaml
 from tfjob.api import schema_rules
 from tfjob.api.training_runtime import TrainingRuntime, decode_runtime
 from tfjob.core.trainjob.plan import Observed
@@ -38,7 +38,7 @@ JOBS = {"chief": "chief", "ps": "ps", "worker": "node", "evaluator": "evaluator"
 
 
 def load(path: Path) -> TrainingRuntime:
-    return decode_runtime(yaml.safe_load(path.read_text()))
+    return decode_runtime(fast_yaml.load(path.read_text()))
 
 
 def pods(jobset: dict[str, Any], job: str) -> int:
@@ -66,7 +66,7 @@ def expand(container: dict[str, Any], index: int) -> dict[str, str]:
 def tfjob_config(rtype: str, index: int) -> str:
     """What examples/tensorflow/parameter_server.yaml's pod gets, named `tj` in `ns`,
     its addresses turned into the JobSet's host names."""
-    document = yaml.safe_load((REPO / "examples/tensorflow/parameter_server.yaml").read_text())
+    document = fast_yaml.load((REPO / "examples/tensorflow/parameter_server.yaml").read_text())
     document["metadata"] = {"name": "tj", "namespace": "ns"}
     job = msgspec.convert(document, tf.TFJob, strict=False)
     value = tf.tf_config(job, rtype, index, Settings())
@@ -79,7 +79,7 @@ def tfjob_config(rtype: str, index: int) -> str:
 
 
 def test_the_runtime_is_valid_under_trainers_crd() -> None:
-    document = yaml.safe_load((RUNTIMES / "tensorflow-distributed.yaml").read_text())
+    document = fast_yaml.load((RUNTIMES / "tensorflow-distributed.yaml").read_text())
     assert schema_rules.check(document, schema_rules.CLUSTERTRAININGRUNTIME_SCHEMA) == []
     assert document["spec"]["mlPolicy"] == {"numNodes": 2}  # no source: Trainer's schema
     labels = document["metadata"]["labels"]

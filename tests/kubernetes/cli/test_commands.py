@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-import yaml
-
+from testkit import fast_yaml
 from testkit.cluster_cli import Cli, is_no_job, job_document
 from testkit.kubelet import FakeKubelet
 from testkit.operators import Jobs, RunningOperator
@@ -156,7 +155,7 @@ def test_get_o_json_and_yaml_print_the_tfjob_object(cli: Cli, jobs: Jobs) -> Non
     stored = jobs.get("raw")
     assert stored is not None
     as_json = json.loads(cli("get", "raw", "-o", "json").stdout)
-    as_yaml = yaml.safe_load(cli("get", "raw", "-o", "yaml").stdout)
+    as_yaml = fast_yaml.load(cli("get", "raw", "-o", "yaml").stdout)
     for printed in (as_json, as_yaml):
         assert printed["kind"] == "TFJob" and printed["apiVersion"] == "kubeflow.org/v1"
         assert printed["metadata"]["uid"] == stored["metadata"]["uid"]
@@ -187,7 +186,7 @@ def test_get_watch_prints_a_line_per_change(
     states = [row[2] for row in rows if row[0] == "watched"]
     assert states[-1] == "Succeeded" and len(states) >= 2  # a line per change
     assert "later" in [row[0] for row in rows]  # a job created meanwhile shows up
-    versions = list(yaml.safe_load_all(as_yaml.output()))
+    versions = list(fast_yaml.load_all(as_yaml.output()))
     assert len(versions) >= 2 and all(v["metadata"]["name"] == "watched" for v in versions)
 
 

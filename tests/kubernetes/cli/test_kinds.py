@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from lightkube import ApiError, Client
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 
+from testkit import fast_yaml
 from testkit.cluster import Cluster, Nodes
 from testkit.cluster_cli import Cli, any_kind_document, ending, job_document, pytorch_document
 from testkit.controlplane import (
@@ -137,7 +137,7 @@ def test_a_name_two_kinds_share_is_refused_until_the_kind_is_named(
     for args in (["pytorchjob/twin"], ["pytorchjob", "twin"], ["pytorchjobs.kubeflow.org/twin"]):
         shown = cli("get", *args, "-o", "yaml")
         assert shown.returncode == 0, shown.stderr
-        assert yaml.safe_load(shown.stdout)["kind"] == "PyTorchJob"
+        assert fast_yaml.load(shown.stdout)["kind"] == "PyTorchJob"
     assert json.loads(cli("get", "tfjob/twin", "-o", "json").stdout)["kind"] == "TFJob"
 
     deleted = cli("delete", "pytorchjob/twin", "--wait", "--timeout", "30s")

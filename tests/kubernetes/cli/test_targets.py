@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from testkit import fast_yaml
 from testkit.cluster_cli import LIMIT, Cli, job_document
 from testkit.operators import Jobs
 from testkit.tfjob_cli import TFJOB
@@ -18,7 +19,7 @@ from testkit.tfjob_cli import TFJOB
 def _two_contexts(kubeconfig: Path, namespace: str, folder: Path) -> Path:
     """The admin kubeconfig with a broken current context and a good `work` context
     whose namespace is the test's."""
-    config: dict[str, Any] = yaml.safe_load(kubeconfig.read_text())
+    config: dict[str, Any] = fast_yaml.load(kubeconfig.read_text())
     good = config["contexts"][0]
     broken_cluster = copy.deepcopy(config["clusters"][0])
     broken_cluster["name"] = "nowhere"

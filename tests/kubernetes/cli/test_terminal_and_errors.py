@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from testkit import fast_yaml
 from testkit.cluster import Cluster, Nodes
 from testkit.cluster_cli import LIMIT, Cli, ending_job, is_no_job, job_document
 from testkit.operators import Jobs, RunningOperator
@@ -43,7 +44,7 @@ def _single_line(result: subprocess.CompletedProcess[str]) -> str:
 def test_no_cluster_reachable_is_one_line_and_exit_3(
     kubeconfig: Path, tmp_path: Path, cli: Cli
 ) -> None:
-    config = yaml.safe_load(kubeconfig.read_text())
+    config = fast_yaml.load(kubeconfig.read_text())
     config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # discard: nobody
     unreachable = tmp_path / "unreachable.kubeconfig"
     unreachable.write_text(yaml.safe_dump(config))

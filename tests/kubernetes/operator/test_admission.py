@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from testkit import fast_yaml
 from testkit.controlplane import ControlPlane
 from testkit.corpus import Case, cases
 from testkit.helpers import IMAGE, tfjob, wait_for
@@ -102,7 +103,7 @@ def _cluster_verdict(plane: ControlPlane, jobs: Jobs, case: Case) -> bool:
     if applied.returncode != 0:
         assert case.field in applied.stderr, f"{case.id}: {applied.stderr}"
         return True
-    name = yaml.safe_load(case.path.read_text().split("\n", 2)[2])["metadata"]["name"]
+    name = fast_yaml.load(case.path.read_text().split("\n", 2)[2])["metadata"]["name"]
     failed = jobs.wait_condition(name, "Failed", timeout=FAILED_WITHIN)
     assert failed.get("message"), f"{case.id}: Failed without a message"
     return False
