@@ -25,12 +25,13 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
 import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -147,6 +148,17 @@ class Cluster:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    @contextlib.contextmanager
+    def frozen(self, name: str) -> Iterator[None]:
+        """`name` (say "kwok") stopped (SIGSTOP) inside the block, continued after it:
+        what happens meanwhile reaches it late, all at once, as under heavy load."""
+        process = self._procs[name]
+        process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            process.send_signal(signal.SIGCONT)
 
     def log_tails(self, lines: int = 30) -> str:
         if self.plane.workdir is None:

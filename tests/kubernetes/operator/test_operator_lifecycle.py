@@ -5,7 +5,8 @@ On the test cluster (testkit/cluster.py): kube-scheduler binds the pods to a
 kwok node, kwok runs them and ends each one with the exit code the test asks for
 (``_end``), and the garbage collector removes what a deleted job owned. Only the
 restart test, which needs a replacement pod held Pending, plays the kubelet itself
-(FakeKubelet, with no node to bind to).
+(FakeKubelet, with no node to bind to), and the late-kubelet test plays a pod's
+failure while kwok is frozen (``Cluster.frozen``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from testkit.cluster import EXIT_CODE_ANNOTATION, REASON_ANNOTATION, Nodes
+from testkit.cluster import EXIT_CODE_ANNOTATION, REASON_ANNOTATION, Cluster, Nodes
 from testkit.helpers import wait_for
 from testkit.kubelet import FakeKubelet
 from testkit.operators import Jobs, Operators, RunningOperator, replica
@@ -188,6 +189,40 @@ def test_exit_code_1_under_exit_code_policy_fails_the_job(
     assert failed["message"].startswith('job "perm" is failing because "Worker" replica(s) failed.')
     assert "exited with code 1" in failed["message"]
     assert _uids(jobs) == {"perm-worker-0": uid}  # not restarted
+
+
+def test_a_restart_makes_one_pod_even_when_the_kubelet_hears_of_it_late(
+    operator: RunningOperator, jobs: Jobs, room: Nodes, cluster: Cluster, kubelet: FakeKubelet
+) -> None:
+    """Pods made for a replica = its restarts + 1, and the replacement is the pod that
+    runs, even when the kubelet (kwok) hears of the failed pod's deletion only after
+    the operator made its replacement under the same name - as a loaded machine once
+    had it, and the monitoring scenario counted 8 pods for 7. kwok is frozen from the
+    pod's failure (played here) until the replacement exists, then hears it all."""
+    jobs.create("late", {"Worker": replica(1, restart_policy="ExitCode")})
+    _running(jobs, {"late-worker-0"})
+    first = _uids(jobs)["late-worker-0"]
+    with cluster.frozen("kwok"):
+        kubelet.fail(jobs.namespace, "late-worker-0", 143)
+        second = wait_for(
+            lambda: (uid := _uids(jobs).get("late-worker-0")) not in (None, first) and uid,
+            message="the replacement of late-worker-0",
+        )
+
+    def replacement_running() -> bool:
+        pod = jobs.pods().get("late-worker-0")
+        return (
+            pod is not None
+            and pod["metadata"]["uid"] == second
+            and (pod.get("status") or {}).get("phase") == "Running"
+        )
+
+    wait_for(replacement_running, message=f"the replacement ({second}) Running")
+    _end(jobs, "late-worker-0", 0)
+    jobs.wait_condition("late", "Succeeded")
+    assert _uids(jobs) == {"late-worker-0": second}
+    assert jobs.status("late").get("restartCount") == 1
+    assert operator.metric("created_pods_total") == 2
 
 
 def test_a_deleted_pod_is_recreated(operator: RunningOperator, jobs: Jobs, room: Nodes) -> None:
