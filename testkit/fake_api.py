@@ -476,12 +476,20 @@ class FakeApi:
                 new["metadata"][key] = current["metadata"][key]
         return self._write(resource, namespace, current, new)
 
-    def delete(self, resource: Resource, namespace: str, name: str) -> Object:
+    def delete(self, resource: Resource, namespace: str, name: str, uid: str = "") -> Object:
         """A pod is deleted gracefully: first marked (a MODIFIED event), then removed at
         once if no node runs it, else when `finish_deletion` plays the kubelet. Any
-        object with finalizers is marked and removed once the last one goes."""
+        object with finalizers is marked and removed once the last one goes. With
+        `uid`, only the object of that uid (409 as the API server answers otherwise)."""
         current = self._stored(resource, namespace, name)
         meta = current["metadata"]
+        if uid and meta.get("uid") != uid:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {uid}, "
+                f"UID in object meta: {meta.get('uid')}",
+            )
         if resource != PODS and not meta.get("finalizers"):
             return self._remove((resource, namespace, name))
         if meta.get("deletionTimestamp"):
@@ -836,18 +844,28 @@ class FakeClient:
         )
 
     async def delete(
-        self, resource: Resource, namespace: str, name: str, *, propagation: str = ""
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        *,
+        propagation: str = "",
+        uid: str = "",
     ) -> bytes | None:
         """Delete; the object as deleted (or as marked for deletion), None if it was
-        already gone (404 is not an error here)."""
-        body = {"propagationPolicy": propagation} if propagation else None
-        request = Request("delete", str(resource), namespace, name, "", body)
+        already gone (404 is not an error here), or is another than `uid`'s (409)."""
+        body: dict[str, Any] = {}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        request = Request("delete", str(resource), namespace, name, "", body or None)
         try:
             answer = await self._call(
-                "DELETE", request, lambda: self.api.delete(resource, namespace, name)
+                "DELETE", request, lambda: self.api.delete(resource, namespace, name, uid)
             )
         except ApiError as error:
-            if error.not_found:
+            if error.not_found or (uid and error.code == 409):
                 return None
             raise
         if resource.group:  # a custom resource's DELETE answers a Status, not the object

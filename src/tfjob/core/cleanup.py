@@ -67,7 +67,7 @@ def _delete_pods(state: Pass, phases: tuple[str, ...] | None) -> list[Action]:
         if phases is not None and pod.status.phase not in phases:
             continue
         rtype = state.replica_type_of(pod.metadata.labels)
-        actions.append(DeletePod(replica_type=rtype, name=name))
+        actions.append(DeletePod(replica_type=rtype, name=name, uid=pod.metadata.uid))
         if name in services:
             actions.append(DeleteService(replica_type=rtype, name=name))
     return actions

@@ -32,10 +32,13 @@ class CreatePod(msgspec.Struct, tag=True, frozen=True, kw_only=True):
 
 
 class DeletePod(msgspec.Struct, tag=True, frozen=True, kw_only=True):
-    """Delete the pod of this name (a no-op if it is already gone)."""
+    """Delete the pod of this name (a no-op if it is already gone), only if it is
+    still the pod of this uid: the one the plan saw (a replacement made under the same
+    name since is left alone). Empty: whatever pod has the name."""
 
     replica_type: str
     name: str
+    uid: str = ""
 
 
 class CreateService(msgspec.Struct, tag=True, frozen=True, kw_only=True):

@@ -334,7 +334,7 @@ def _reconcile_pod(state: Pass, rtype: str, index: int, pod: Pod, counts: Replic
     spec = state.job.spec.replica_specs[rtype]
     terminating = podlib.is_terminating(pod)
     if index >= (spec.replicas or 0) and not terminating:
-        state.actions.append(DeletePod(replica_type=rtype, name=pod.metadata.name))
+        state.actions.append(_delete(rtype, pod))
     code = state.exit_code(pod)
     if code != c.EXIT_CODE_UNKNOWN:
         message = f"Pod: {pod.metadata.namespace}.{pod.metadata.name} exited with code {code}"
@@ -344,10 +344,14 @@ def _reconcile_pod(state: Pass, rtype: str, index: int, pod: Pod, counts: Replic
     podlib.count_pod(counts, pod, forgive_termination=spec.restart_policy != "Never")
 
 
+def _delete(rtype: str, pod: Pod) -> DeletePod:
+    return DeletePod(replica_type=rtype, name=pod.metadata.name, uid=pod.metadata.uid)
+
+
 def _handle_failed_pod(state: Pass, rtype: str, pod: Pod, code: int) -> None:
     policy = state.job.spec.replica_specs[rtype].restart_policy
     if podlib.restarts_pod(policy, code):
-        state.actions.append(DeletePod(replica_type=rtype, name=pod.metadata.name))
+        state.actions.append(_delete(rtype, pod))
         if _counted(state, pod):
             return  # counted when first seen; only the delete is retried
         state.status.restart_count += 1 + podlib.restart_count(pod)

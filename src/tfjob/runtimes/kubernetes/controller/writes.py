@@ -10,7 +10,9 @@ answer the same way, whatever the object:
   `Successful<Verb><Noun>`; the Write's counter counts it;
 - AlreadyExists (a create): done, names are fixed, so it is there as wanted. An owned
   object the caches do not show is taken over instead (`Write.on_exists`);
-- NotFound (a delete): already gone (the client answers None): done, as a success;
+- NotFound (a delete): already gone (the client answers None): done, as a success; so
+  is a pod delete whose uid precondition fails: the pod the plan saw is gone, and the
+  one of that name now is a replacement it must not touch;
 - RequestTimeout: the write may have gone through. Done, with no Event: the watch will
   tell, and a repeat is harmless (fixed names, conditional PUTs, deletes of what is
   gone);
@@ -112,6 +114,7 @@ class Write:
     counted: Count | None = None  # on success
     failed: Count | None = None  # on failure
     subresource: str = ""  # "status": a replace of the status subresource
+    uid: str = ""  # a delete's precondition: only the object of this uid, the one seen
 
 
 class Writer:
@@ -160,7 +163,7 @@ class Writer:
 
     async def _send(self, namespace: str, write: Write) -> bytes | None:
         if write.verb is Verb.DELETE:
-            return await self._client.delete(write.resource, namespace, write.name)
+            return await self._client.delete(write.resource, namespace, write.name, uid=write.uid)
         assert write.manifest is not None, "a create or replace sends a manifest"
         resource, name, body = write.resource, write.name, write.manifest()
         if write.verb is Verb.CREATE:
@@ -205,7 +208,13 @@ class Writer:
             )
         if isinstance(action, DeletePod):
             return Write(
-                Verb.DELETE, PODS, action.name, "Pod", said="pod", counted=m.deleted_pods.inc
+                Verb.DELETE,
+                PODS,
+                action.name,
+                "Pod",
+                said="pod",
+                counted=m.deleted_pods.inc,
+                uid=action.uid,
             )
         if isinstance(action, CreateService):
             manifest = action.manifest

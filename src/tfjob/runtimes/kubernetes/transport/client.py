@@ -463,15 +463,27 @@ class KubeClient:
         )
 
     async def delete(
-        self, resource: Resource, namespace: str, name: str, *, propagation: str = ""
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        *,
+        propagation: str = "",
+        uid: str = "",
     ) -> bytes | None:
         """Delete; the API server's answer (the object as deleted, or as marked for
-        deletion), None if it was already gone (404 is not an error here)."""
-        body = {"propagationPolicy": propagation} if propagation else None
+        deletion), None if it was already gone (404 is not an error here). With `uid`,
+        only the object of that uid: another under the name (409, the precondition
+        failed) means that one is gone too, so None."""
+        body: dict[str, Any] = {}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            return await self._send("DELETE", resource.path(namespace, name), body=body)
+            return await self._send("DELETE", resource.path(namespace, name), body=body or None)
         except ApiError as error:
-            if error.not_found:
+            if error.not_found or (uid and error.code == 409):
                 return None
             raise
 
