@@ -23,6 +23,7 @@ from testkit.run_processes import gone_within
 from testkit.tfjob_cli import REPO, start_tfjob, tfjob, write
 from tfjob.interfaces.job_files import BadInput, read_trainer_file
 from tfjob.runtimes.local.jobset_pods import pods_of
+from tfjob.runtimes.local.launch import declared_env
 
 # argv: the variables naming node 0's address (host and port, or one host:port), this
 # node's rank and the node count. Prints them (and sys.prefix) as JSON; node 0 then
@@ -332,6 +333,38 @@ def test_each_host_name_maps_to_its_own_port_even_when_one_prefixes_another() ->
         pods[3].manifest["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
         == "3"
     )
+
+
+def test_a_host_name_completed_by_a_reference_maps_as_the_kubelet_expands_it() -> None:
+    """Paddle's POD_IP is `<tj>-node-0-$(TFJOB_POD_INDEX).<tj>`, the index from the
+    downward API: mapped after the expansion, it is 127.0.0.1 on every pod (it stayed
+    a host name, which Paddle's launcher could not reach, and the run hung). A value
+    without an address keeps its references; `$$` and a reference to the uid (known
+    only when the pod starts) still expand when the process starts."""
+    index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    env = [
+        {"name": "IDX", "valueFrom": {"fieldRef": {"fieldPath": index}}},
+        {"name": "POD_IP", "value": "tj-node-0-$(IDX).tj"},
+        {"name": "PEER", "value": "tj-node-0-$(IDX):29500"},
+        {"name": "RANK", "value": "$(IDX)"},
+        {"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        {"name": "BOTH", "value": "tj-node-0-$(IDX) $(UID) $$(IDX)"},
+    ]
+    container = {"name": "node", "command": ["x"], "env": env}
+    job = {"parallelism": 2, "completions": 2, "template": {"spec": {"containers": [container]}}}
+    jobset = {
+        "metadata": {"name": "tj"},
+        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": job}}]},
+    }
+    pods = pods_of(jobset, "default")
+    for pod in pods:
+        got = {e["name"]: e.get("value") for e in pod.manifest["spec"]["containers"][0]["env"]}
+        assert got["POD_IP"] == "127.0.0.1"
+        assert got["PEER"] == f"127.0.0.1:{pod.port}"
+        assert got["RANK"] == "$(IDX)"
+        assert got["BOTH"] == "127.0.0.1 $(UID) $$(IDX)"
+    started = declared_env(pods[1].manifest["spec"]["containers"][0], {"uid": "u-1"}, {})
+    assert started["BOTH"] == "127.0.0.1 u-1 $(IDX)"
 
 
 def test_ctrl_c_stops_every_node_with_exit_130(tmp_path: Path) -> None:
