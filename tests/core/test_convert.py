@@ -87,11 +87,18 @@ def jobset_pods(jobset: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]
         for k in range(spec["parallelism"]):
             pod = yaml.safe_load(yaml.safe_dump(spec["template"]["spec"]))
             for container in pod["containers"]:
+                known: dict[str, str] = {}
                 for var in container.get("env") or []:
                     ref = (var.get("valueFrom") or {}).get("fieldRef") or {}
                     if ref.get("fieldPath") == INDEX_PATH:
                         var.pop("valueFrom")
                         var["value"] = str(k)
+                    elif "value" in var:  # `$(V)` of an earlier V, as the kubelet expands it
+                        var["value"] = re.sub(
+                            r"\$\((\w+)\)", lambda m: known.get(m[1], m[0]), var["value"]
+                        )
+                    if "value" in var:
+                        known[var["name"]] = var["value"]
             pods[(job["name"], k)] = pod
     return pods
 
@@ -266,10 +273,10 @@ def test_parameter_server_losses_name_each_field() -> None:
         "spec.runPolicy.cleanPodPolicy",
         "spec.tfReplicaSpecs.PS.restartPolicy",
         "spec.tfReplicaSpecs.Worker.restartPolicy",
-        # TF_CONFIG names the pod's own index inside JSON: only one-pod types keep it
-        "spec.tfReplicaSpecs.PS.env[TF_CONFIG]",
-        "spec.tfReplicaSpecs.Worker.env[TF_CONFIG]",
-    ]
+    ]  # TF_CONFIG is not lost: the runtime is tensorflow's, which gives each pod its own
+    assert conversion.runtime is not None
+    labels = conversion.runtime["metadata"]["labels"]
+    assert labels == {"trainer.kubeflow.org/framework": "tensorflow"}
     jobs = conversion.runtime["spec"]["template"]["spec"]["replicatedJobs"]  # type: ignore[index]
     ps = next(j for j in jobs if j["name"] == "ps")["template"]["spec"]
     assert ps["template"]["spec"]["restartPolicy"] == "Never"
