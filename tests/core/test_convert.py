@@ -35,6 +35,10 @@ EXAMPLES = sorted(
 INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 
+def expand(value: str, known: dict[str, str]) -> str:
+    return re.sub(r"\$\((\w+)\)", lambda m: known.get(m[1], m[0]), value)
+
+
 def load(text: str) -> Any:
     [job] = load_jobs(text, "job.yaml", require_image=True)
     return job
@@ -94,9 +98,7 @@ def jobset_pods(jobset: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]
                         var.pop("valueFrom")
                         var["value"] = str(k)
                     elif "value" in var:  # `$(V)` of an earlier V, as the kubelet expands it
-                        var["value"] = re.sub(
-                            r"\$\((\w+)\)", lambda m: known.get(m[1], m[0]), var["value"]
-                        )
+                        var["value"] = expand(var["value"], known)
                     if "value" in var:
                         known[var["name"]] = var["value"]
             pods[(job["name"], k)] = pod
