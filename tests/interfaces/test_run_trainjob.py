@@ -335,6 +335,52 @@ def test_each_host_name_maps_to_its_own_port_even_when_one_prefixes_another() ->
     )
 
 
+# Every TF task binds the address TF_CONFIG gives it, then reaches every other task at
+# the address TF_CONFIG names and waits to be reached by all of them: a barrier over
+# the cluster TensorFlow would use.
+TF_TASK = """
+import json, os, socket, time
+config = json.loads(os.environ["TF_CONFIG"])
+task = config["task"]
+addresses = [a for t in config["cluster"].values() for a in t]
+own = config["cluster"][task["type"]][task["index"]]
+host, port = own.rsplit(":", 1)
+assert port == os.environ["TFJOB_PORT"], (own, os.environ["TFJOB_PORT"])
+server = socket.create_server((host, int(port)), backlog=len(addresses))
+for peer in addresses:
+    if peer == own:
+        continue
+    for _ in range(400):
+        try:
+            socket.create_connection(tuple(peer.rsplit(":", 1)), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        raise SystemExit(f"{own} cannot reach {peer}")
+for _ in addresses[1:]:
+    server.accept()[0].close()
+print("TASK", task["type"], task["index"], "of", sorted((t, len(a)) for t, a in config["cluster"].items()))
+"""
+
+
+def test_the_shipped_tensorflow_runtime_gives_every_task_its_tf_config(tmp_path: Path) -> None:
+    """tensorflow-distributed, found by name as on a cluster: a chief, 2 PS, the 3
+    workers of numNodes and an evaluator, each its own task in one TF_CONFIG at this
+    machine's ports, all reaching each other; the TrainJob completes."""
+    trainjob = _trainjob("tf", "tensorflow-distributed", 3, ["python3", "-c", TF_TASK])
+    result = _run(tmp_path, trainjob)
+    assert result.returncode == 0, result.stdout + result.stderr
+    shape = "of [('chief', 1), ('evaluator', 1), ('ps', 2), ('worker', 3)]"
+    tasks = {line.split("] ", 1)[1] for line in result.stdout.splitlines() if "] TASK " in line}
+    assert tasks == {
+        f"TASK {t} {i} {shape}"
+        for t, n in (("chief", 1), ("ps", 2), ("worker", 3), ("evaluator", 1))
+        for i in range(n)
+    }
+    assert _condition(tmp_path / "run")[0] == "Complete"
+
+
 def test_a_host_name_completed_by_a_reference_maps_as_the_kubelet_expands_it() -> None:
     """Paddle's POD_IP is `<tj>-node-0-$(TFJOB_POD_INDEX).<tj>`, the index from the
     downward API: mapped after the expansion, it is 127.0.0.1 on every pod (it stayed
