@@ -40,13 +40,17 @@ class Run:
             for line in log.read_text().splitlines()
         ]
 
-    def reports(self, prefix: str) -> list[dict[str, Any]]:
-        """The `<prefix> {json}` lines the pods printed, normalised, sorted."""
-        found = [
-            _normalised(json.loads(line[len(prefix) + 1 :]))
+    def raw_reports(self, prefix: str) -> list[dict[str, Any]]:
+        """The `<prefix> {json}` lines the pods printed, as printed, in pod order."""
+        return [
+            json.loads(line[len(prefix) + 1 :])
             for line in self.lines()
             if line.startswith(prefix + " ")
         ]
+
+    def reports(self, prefix: str) -> list[dict[str, Any]]:
+        """The `<prefix> {json}` lines the pods printed, normalised, sorted."""
+        found = [_normalised(r) for r in self.raw_reports(prefix)]
         return sorted(found, key=lambda r: json.dumps(r, sort_keys=True))
 
 
