@@ -395,6 +395,8 @@ def test_a_host_name_completed_by_a_reference_maps_as_the_kubelet_expands_it() -
         {"name": "RANK", "value": "$(IDX)"},
         {"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
         {"name": "BOTH", "value": "tj-node-0-$(IDX) $(UID) $$(IDX)"},
+        {"name": "WHO", "value": "$(TFJOB_POD_NAME)"},  # the local kubelet's, at start
+        {"name": "AGAIN", "value": "$(WHO)@tj-node-0-$(IDX)"},
     ]
     container = {"name": "node", "command": ["x"], "env": env}
     job = {"parallelism": 2, "completions": 2, "template": {"spec": {"containers": [container]}}}
@@ -409,8 +411,11 @@ def test_a_host_name_completed_by_a_reference_maps_as_the_kubelet_expands_it() -
         assert got["PEER"] == f"127.0.0.1:{pod.port}"
         assert got["RANK"] == "$(IDX)"
         assert got["BOTH"] == "127.0.0.1 $(UID) $$(IDX)"
-    started = declared_env(pods[1].manifest["spec"]["containers"][0], {"uid": "u-1"}, {})
+        assert got["AGAIN"] == "$(WHO)@127.0.0.1"
+    container = pods[1].manifest["spec"]["containers"][0]
+    started = declared_env(container, {"uid": "u-1"}, {"TFJOB_POD_NAME": "tj-node-0-1"})
     assert started["BOTH"] == "127.0.0.1 u-1 $(IDX)"
+    assert started["AGAIN"] == "tj-node-0-1@127.0.0.1"
 
 
 def test_ctrl_c_stops_every_node_with_exit_130(tmp_path: Path) -> None:

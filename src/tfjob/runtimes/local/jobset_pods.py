@@ -173,32 +173,30 @@ def _mapped_env(
     with the completion index from the downward API) is mapped too. A value with no
     address is left as written."""
     known = {own["name"]: own["value"]}
-    unknown: set[str] = set()
     mapped = []
     for entry in env:
         entry = mapper.mapped(entry, env, known)
         mapped.append(entry)
         name = str(entry.get("name", ""))
-        value = _value_here(entry, pod_metadata, known, unknown)
+        value = _value_here(entry, pod_metadata, known)
         if value is None:
             known.pop(name, None)
-            unknown.add(name)
         else:
             known[name] = value
-            unknown.discard(name)
     return mapped
 
 
 def _value_here(
-    entry: dict[str, Any], pod_metadata: dict[str, Any], known: dict[str, str], unknown: set[str]
+    entry: dict[str, Any], pod_metadata: dict[str, Any], known: dict[str, str]
 ) -> str | None:
-    """The value the variable will have when the pod starts, if known already (not the
-    pod's uid, given when it starts, nor what cannot be resolved locally, nor a value
-    referring to those)."""
+    """The value the variable will have when the pod starts, if known already: not the
+    pod's uid (given when it starts), nor what cannot be resolved locally, nor a value
+    referring to a variable not known here (left for the process's start, when the
+    kubelet's own variables, TFJOB_POD_NAME..., are there too)."""
     source = entry.get("valueFrom")
     if source is None:
         value = str(entry.get("value", ""))
-        return None if references(value) & unknown else expand(value, known)
+        return None if references(value) - known.keys() else expand(value, known)
     if (source.get("fieldRef") or {}).get("fieldPath") == "metadata.uid":
         return None
     try:
