@@ -307,10 +307,15 @@ def node_manifest(
     pods: int = 110,
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
+    ephemeral_storage: str | None = None,
 ) -> dict[str, object]:
     """A Node kwok takes over; the scheduler fits pods against its allocatable (and
-    keeps off its `taints` the pods that do not tolerate them)."""
+    keeps off its `taints` the pods that do not tolerate them). Without
+    `ephemeral_storage` a pod asking for any (an MPIJob launcher's kubectl-delivery)
+    does not fit."""
     allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    if ephemeral_storage is not None:
+        allocatable["ephemeral-storage"] = ephemeral_storage
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -361,6 +366,7 @@ class Nodes:
         pods: int = 110,
         labels: dict[str, str] | None = None,
         taints: list[dict[str, str]] | None = None,
+        ephemeral_storage: str | None = None,
         timeout: float = 30.0,
     ) -> list[str]:
         """Create ``count`` nodes of this size; return their names once kwok has them Ready."""
@@ -371,7 +377,13 @@ class Nodes:
         added = [unique_node_name() for _ in range(count)]
         for name in added:
             manifest = node_manifest(
-                name, cpu=cpu, memory=memory, pods=pods, labels=labels, taints=taints
+                name,
+                cpu=cpu,
+                memory=memory,
+                pods=pods,
+                labels=labels,
+                taints=taints,
+                ephemeral_storage=ephemeral_storage,
             )
             self.kube.create(codecs.from_dict(manifest))
             self.names.append(name)

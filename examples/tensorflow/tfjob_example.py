@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -113,7 +114,9 @@ def model_dir(explicit: str | None) -> Path:
     """
     base = explicit or os.environ.get(MODEL_DIR_ENV)
     root = Path(base) if base else Path(tempfile.gettempdir()) / "tfjob-examples"
-    job = (os.environ.get("TFJOB_POD_NAME") or socket.gethostname()).rsplit("-", 2)[0]
+    pod = os.environ.get("TFJOB_POD_NAME") or socket.gethostname()
+    # A TFJob's pod is `<job>-<type>-<index>`, a TrainJob's `<job>-<type>-0-<index>`.
+    job = re.sub(r"-[a-z]+(-0)?-[0-9]+$", "", pod)
     return root / f"{job}-{run_id()}"
 
 

@@ -36,6 +36,10 @@ EXAMPLES = sorted(
 INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 
+def expand(value: str, known: dict[str, str]) -> str:
+    return re.sub(r"\$\((\w+)\)", lambda m: known.get(m[1], m[0]), value)
+
+
 def load(text: str) -> Any:
     [job] = load_jobs(text, "job.yaml", require_image=True)
     return job
@@ -88,11 +92,16 @@ def jobset_pods(jobset: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]
         for k in range(spec["parallelism"]):
             pod = fast_yaml.load(yaml.safe_dump(spec["template"]["spec"]))
             for container in pod["containers"]:
+                known: dict[str, str] = {}
                 for var in container.get("env") or []:
                     ref = (var.get("valueFrom") or {}).get("fieldRef") or {}
                     if ref.get("fieldPath") == INDEX_PATH:
                         var.pop("valueFrom")
                         var["value"] = str(k)
+                    elif "value" in var:  # `$(V)` of an earlier V, as the kubelet expands it
+                        var["value"] = expand(var["value"], known)
+                    if "value" in var:
+                        known[var["name"]] = var["value"]
             pods[(job["name"], k)] = pod
     return pods
 
@@ -267,10 +276,10 @@ def test_parameter_server_losses_name_each_field() -> None:
         "spec.runPolicy.cleanPodPolicy",
         "spec.tfReplicaSpecs.PS.restartPolicy",
         "spec.tfReplicaSpecs.Worker.restartPolicy",
-        # TF_CONFIG names the pod's own index inside JSON: only one-pod types keep it
-        "spec.tfReplicaSpecs.PS.env[TF_CONFIG]",
-        "spec.tfReplicaSpecs.Worker.env[TF_CONFIG]",
-    ]
+    ]  # TF_CONFIG is not lost: the runtime is tensorflow's, which gives each pod its own
+    assert conversion.runtime is not None
+    labels = conversion.runtime["metadata"]["labels"]
+    assert labels == {"trainer.kubeflow.org/framework": "tensorflow"}
     jobs = conversion.runtime["spec"]["template"]["spec"]["replicatedJobs"]  # type: ignore[index]
     ps = next(j for j in jobs if j["name"] == "ps")["template"]["spec"]
     assert ps["template"]["spec"]["restartPolicy"] == "Never"

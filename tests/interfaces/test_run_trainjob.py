@@ -23,6 +23,7 @@ from testkit.run_processes import gone_within
 from testkit.tfjob_cli import REPO, start_tfjob, tfjob, write
 from tfjob.interfaces.job_files import BadInput, read_trainer_file
 from tfjob.runtimes.local.jobset_pods import pods_of
+from tfjob.runtimes.local.launch import declared_env
 
 # argv: the variables naming node 0's address (host and port, or one host:port), this
 # node's rank and the node count. Prints them (and sys.prefix) as JSON; node 0 then
@@ -332,6 +333,89 @@ def test_each_host_name_maps_to_its_own_port_even_when_one_prefixes_another() ->
         pods[3].manifest["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
         == "3"
     )
+
+
+# Every TF task binds the address TF_CONFIG gives it, then reaches every other task at
+# the address TF_CONFIG names and waits to be reached by all of them: a barrier over
+# the cluster TensorFlow would use.
+TF_TASK = """
+import json, os, socket, time
+config = json.loads(os.environ["TF_CONFIG"])
+task = config["task"]
+addresses = [a for t in config["cluster"].values() for a in t]
+own = config["cluster"][task["type"]][task["index"]]
+host, port = own.rsplit(":", 1)
+assert port == os.environ["TFJOB_PORT"], (own, os.environ["TFJOB_PORT"])
+server = socket.create_server((host, int(port)), backlog=len(addresses))
+for peer in addresses:
+    if peer == own:
+        continue
+    for _ in range(400):
+        try:
+            socket.create_connection(tuple(peer.rsplit(":", 1)), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        raise SystemExit(f"{own} cannot reach {peer}")
+for _ in addresses[1:]:
+    server.accept()[0].close()
+print("TASK", task["type"], task["index"], "of", sorted((t, len(a)) for t, a in config["cluster"].items()))
+"""
+
+
+def test_the_shipped_tensorflow_runtime_gives_every_task_its_tf_config(tmp_path: Path) -> None:
+    """tensorflow-distributed, found by name as on a cluster: a chief, 2 PS, the 3
+    workers of numNodes and an evaluator, each its own task in one TF_CONFIG at this
+    machine's ports, all reaching each other; the TrainJob completes."""
+    trainjob = _trainjob("tf", "tensorflow-distributed", 3, ["python3", "-c", TF_TASK])
+    result = _run(tmp_path, trainjob)
+    assert result.returncode == 0, result.stdout + result.stderr
+    shape = "of [('chief', 1), ('evaluator', 1), ('ps', 2), ('worker', 3)]"
+    tasks = {line.split("] ", 1)[1] for line in result.stdout.splitlines() if "] TASK " in line}
+    assert tasks == {
+        f"TASK {t} {i} {shape}"
+        for t, n in (("chief", 1), ("ps", 2), ("worker", 3), ("evaluator", 1))
+        for i in range(n)
+    }
+    assert _condition(tmp_path / "run")[0] == "Complete"
+
+
+def test_a_host_name_completed_by_a_reference_maps_as_the_kubelet_expands_it() -> None:
+    """Paddle's POD_IP is `<tj>-node-0-$(TFJOB_POD_INDEX).<tj>`, the index from the
+    downward API: mapped after the expansion, it is 127.0.0.1 on every pod (it stayed
+    a host name, which Paddle's launcher could not reach, and the run hung). A value
+    without an address keeps its references; `$$` and a reference to the uid (known
+    only when the pod starts) still expand when the process starts."""
+    index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    env = [
+        {"name": "IDX", "valueFrom": {"fieldRef": {"fieldPath": index}}},
+        {"name": "POD_IP", "value": "tj-node-0-$(IDX).tj"},
+        {"name": "PEER", "value": "tj-node-0-$(IDX):29500"},
+        {"name": "RANK", "value": "$(IDX)"},
+        {"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        {"name": "BOTH", "value": "tj-node-0-$(IDX) $(UID) $$(IDX)"},
+        {"name": "WHO", "value": "$(TFJOB_POD_NAME)"},  # the local kubelet's, at start
+        {"name": "AGAIN", "value": "$(WHO)@tj-node-0-$(IDX)"},
+    ]
+    container = {"name": "node", "command": ["x"], "env": env}
+    job = {"parallelism": 2, "completions": 2, "template": {"spec": {"containers": [container]}}}
+    jobset = {
+        "metadata": {"name": "tj"},
+        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": job}}]},
+    }
+    pods = pods_of(jobset, "default")
+    for pod in pods:
+        got = {e["name"]: e.get("value") for e in pod.manifest["spec"]["containers"][0]["env"]}
+        assert got["POD_IP"] == "127.0.0.1"
+        assert got["PEER"] == f"127.0.0.1:{pod.port}"
+        assert got["RANK"] == "$(IDX)"
+        assert got["BOTH"] == "127.0.0.1 $(UID) $$(IDX)"
+        assert got["AGAIN"] == "$(WHO)@127.0.0.1"
+    container = pods[1].manifest["spec"]["containers"][0]
+    started = declared_env(container, {"uid": "u-1"}, {"TFJOB_POD_NAME": "tj-node-0-1"})
+    assert started["BOTH"] == "127.0.0.1 u-1 $(IDX)"
+    assert started["AGAIN"] == "tj-node-0-1@127.0.0.1"
 
 
 def test_ctrl_c_stops_every_node_with_exit_130(tmp_path: Path) -> None:

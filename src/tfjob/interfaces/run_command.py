@@ -120,7 +120,8 @@ def command(
     \b
     A TrainJob (trainer.kubeflow.org/v1alpha1) runs with the runtime it names: one
     in its file, in --runtime FILE, or one Kubeflow Trainer ships (torch-distributed,
-    jax-distributed, xgboost-distributed, deepspeed-distributed, mlx-distributed).
+    jax-distributed, xgboost-distributed, deepspeed-distributed, mlx-distributed) or
+    tfjob adds (tensorflow-distributed, paddle-distributed).
     Each pod of its JobSet is a process with the env a cluster gives it, host names
     mapped to 127.0.0.1 and a port each; RUN_DIR/trainjob.yaml and jobset.yaml hold
     the end state. Exit status 0 Complete, 1 Failed.

@@ -12,7 +12,7 @@ and every TrainJob reaches Complete when its pods end.
 
 Trainer is stopped (its webhooks removed, testkit/manager_process.py) before tfjob's
 operator starts and the other way round: two controllers on one TrainJob would each
-apply its objects (docs/migrate.md's "never run both", for the v1 kinds).
+apply its objects (docs/migrate.md, "Between Kubeflow Trainer and tfjob").
 Before tfjob takes over, its manifests are applied over Trainer's CRDs, and before
 Trainer does, Trainer's own (each as its install does): the stored objects pass
 either schema.

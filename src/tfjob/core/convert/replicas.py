@@ -4,11 +4,16 @@ For the kinds Trainer ships no runtime for (TFJob, PaddleJob, MPIJob) and for a
 PyTorchJob, JAXJob or XGBoostJob whose replica types run different templates. Each
 replica type becomes the replicated Job named after it in lower case (`worker`, `ps`,
 ...) with its replicas as Indexed pods and its template whole; its pods are
-`<job>-<type>-0-<i>.<job>`, and the kind's env (TF_CONFIG, PADDLE_*, ...) goes into
-the template with the v1 pod names rewritten to those, where it has a template form
-(env.py). The job succeeds as the v1 job does when the kind has a master type (Chief,
-Master, Launcher): when its pods have; without one, when every pod has. No job is
-the trainer step, so the TrainJob names the runtime and overrides nothing.
+`<job>-<type>-0-<i>.<job>`, and the kind's env (PADDLE_*, ...) goes into the template
+with the v1 pod names rewritten to those, where it has a template form (env.py).
+A TFJob's runtime is labelled `trainer.kubeflow.org/framework: tensorflow` and its
+`tensorflow` containers are named `node` instead: tfjob's TrainJob core then gives
+every task's pod the TFJob's TF_CONFIG, its task index expanded from the pod's
+completion index (frameworks/mlpolicy/tensorflow.py, decision 0034), which a value
+in the template could not say for a type of several pods. The job succeeds as the v1
+job does when the kind has a master type (Chief, Master, Launcher): when its pods
+have; without one, when every pod has. No job is the trainer step, so the TrainJob
+names the runtime and overrides nothing.
 """
 
 from __future__ import annotations
@@ -18,13 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfjob.api.names import replica_key
+from tfjob.api.training_runtime import FRAMEWORK_LABEL
 from tfjob.api.types import Job
 from tfjob.core.convert import target
 from tfjob.core.convert.env import address_rewriter, derive
 from tfjob.core.convert.losses import Loss
 from tfjob.core.convert.mpi import mpi_parts
 from tfjob.frameworks.framework import Framework
-from tfjob.frameworks.mlpolicy.base import upsert_env
+from tfjob.frameworks.mlpolicy import tensorflow
+from tfjob.frameworks.mlpolicy.base import NODE, upsert_env
 from tfjob.frameworks.mpi import MPIJob
 from tfjob.frameworks.registry import with_defaults
 from tfjob.frameworks.settings import Settings
@@ -55,6 +62,8 @@ def convert_replicas(job: Job, framework: Framework[Job]) -> ReplicaConversion:
     if isinstance(job, MPIJob):
         losses.extend(mpi_parts(job, jobs, framework.container_name))
     runtime = target.training_runtime(job, None, jobset)
+    if framework.kind == "TFJob":
+        runtime["metadata"]["labels"] = {FRAMEWORK_LABEL: tensorflow.FRAMEWORK}
     return ReplicaConversion(target.trainjob(job, target.own_runtime_ref(job), {}), runtime, losses)
 
 
@@ -65,6 +74,8 @@ def _replicated_jobs(
     has a template form; the env that has none."""
     name = job.metadata.name
     kind_env = framework.pod_env(with_defaults(job), Settings())
+    # A TFJob's TF_CONFIG comes from the tensorflow runtime (labelled in convert_replicas).
+    given = {"TF_CONFIG"} if framework.kind == "TFJob" else set()
     addresses = {
         (t, i): f"{name}-{replica_key(t)}-0-{i}.{name}"
         for t in types
@@ -77,7 +88,7 @@ def _replicated_jobs(
         spec = job.spec.replica_specs[t]
         pods = range(spec.replicas or 0)
         derived = derive(
-            [kind_env.for_replica(t, i) for i in pods],
+            [[v for v in kind_env.for_replica(t, i) if v["name"] not in given] for i in pods],
             rewrite,
             f"spec.{framework.spec_field}.{t}",
             [addresses[(t, i)] for i in pods],
@@ -87,6 +98,8 @@ def _replicated_jobs(
         for c in (template.get("spec") or {}).get("containers") or []:
             if framework.env_on_every_container or c.get("name") == framework.container_name:
                 upsert_env(c, *derived.env)
+            if given and c.get("name") == framework.container_name:
+                c["name"] = NODE
         restart = spec.restart_policy or framework.default_restart_policy
         jobs.append(target.replicated_job(replica_key(t), len(pods), template, restart))
     return jobs, losses

@@ -12,7 +12,9 @@ machine: a pod's host name (alone, with the subdomain or a longer domain) become
 variable beside an address (torch's `PET_MASTER_PORT`, XGBoost's
 `DMLC_TRACKER_PORT`; the address of the same stem first) holding a port that pod
 declares becomes that pod's port, as a v1 job's env names each replica's local port
-(ports.py).
+(ports.py). Addresses are mapped after the `$(VAR)` references to earlier variables
+are substituted, as the kubelet expands them when the container starts: a host name
+that a reference completes (`<tj>-node-0-$(TFJOB_POD_INDEX).<tj>`) is one too.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tfjob.runtimes.local.launch import LaunchError, expand, field_value, references, substitute
 from tfjob.runtimes.local.ports import HOST, free_ports
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -142,21 +145,64 @@ def _manifest(
     }
     spec = template.get("spec") or {}
     spec["restartPolicy"] = job.restart_policy
+    pod_metadata = {
+        "name": hostname,
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
     port = mapper.port_of(hostname)
     for container in spec.get("containers") or []:
-        env = [mapper.mapped(e, container.get("env") or []) for e in container.get("env") or []]
-        container["env"] = [{"name": "TFJOB_PORT", "value": str(port)}, *env]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": hostname,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": spec,
-    }
+        own = {"name": "TFJOB_PORT", "value": str(port)}
+        container["env"] = [
+            own,
+            *_mapped_env(container.get("env") or [], own, pod_metadata, mapper),
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": spec}
+
+
+def _mapped_env(
+    env: list[dict[str, Any]],
+    own: dict[str, str],
+    pod_metadata: dict[str, Any],
+    mapper: _AddressMap,
+) -> list[dict[str, Any]]:
+    """A container's env with addresses mapped here, each value's `$(VAR)` references
+    to earlier variables first substituted as the kubelet will expand them: an address
+    that only a reference completes (Paddle's POD_IP, `<tj>-node-0-$(TFJOB_POD_INDEX)`
+    with the completion index from the downward API) is mapped too. A value with no
+    address is left as written."""
+    known = {own["name"]: own["value"]}
+    mapped = []
+    for entry in env:
+        entry = mapper.mapped(entry, env, known)
+        mapped.append(entry)
+        name = str(entry.get("name", ""))
+        value = _value_here(entry, pod_metadata, known)
+        if value is None:
+            known.pop(name, None)
+        else:
+            known[name] = value
+    return mapped
+
+
+def _value_here(
+    entry: dict[str, Any], pod_metadata: dict[str, Any], known: dict[str, str]
+) -> str | None:
+    """The value the variable will have when the pod starts, if known already: not the
+    pod's uid (given when it starts), nor what cannot be resolved locally, nor a value
+    referring to a variable not known here (left for the process's start, when the
+    kubelet's own variables, TFJOB_POD_NAME..., are there too)."""
+    source = entry.get("valueFrom")
+    if source is None:
+        value = str(entry.get("value", ""))
+        return None if references(value) - known.keys() else expand(value, known)
+    if (source.get("fieldRef") or {}).get("fieldPath") == "metadata.uid":
+        return None
+    try:
+        return field_value(source, pod_metadata)
+    except LaunchError:
+        return None
 
 
 class _AddressMap:
@@ -174,18 +220,23 @@ class _AddressMap:
     def port_of(self, hostname: str) -> int:
         return self._hosts[hostname]
 
-    def mapped(self, env: dict[str, Any], siblings: list[dict[str, Any]]) -> dict[str, Any]:
+    def mapped(
+        self, env: dict[str, Any], siblings: list[dict[str, Any]], known: dict[str, str]
+    ) -> dict[str, Any]:
+        """`env` with the addresses of its value, once the references to `known`
+        variables are substituted, mapped here; unchanged when it names none."""
         value = env.get("value")
         if not isinstance(value, str):
             return env
-        replaced = self._pattern.sub(self._local, value)
+        substituted = substitute(value, known)
+        replaced = self._pattern.sub(self._local, substituted)
         name = str(env.get("name", ""))
-        if replaced == value and name.endswith("_PORT"):
+        if replaced == substituted and name.endswith("_PORT"):
             # Its own address first (PET_MASTER_ADDR for PET_MASTER_PORT), then any.
             stem = name.removesuffix("_PORT")
             ranked = sorted(siblings, key=lambda e: not str(e.get("name", "")).startswith(stem))
-            replaced = self._port_beside(value, ranked)
-        return env if replaced == value else {**env, "value": replaced}
+            replaced = self._port_beside(substituted, ranked)
+        return env if replaced == substituted else {**env, "value": replaced}
 
     def _local(self, match: re.Match[str]) -> str:
         host, port = match.group(1), match.group(2)

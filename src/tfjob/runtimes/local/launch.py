@@ -152,6 +152,30 @@ def _value_from(source: Mapping[str, Any], metadata: Mapping[str, Any]) -> str:
     raise LaunchError(f"fieldRef.fieldPath {path!r} is not supported locally")
 
 
+def field_value(source: Mapping[str, Any], metadata: Mapping[str, Any]) -> str:
+    """The value a `valueFrom` source gives a pod with `metadata`, as launched here."""
+    return _value_from(source, metadata)
+
+
+def references(text: str) -> set[str]:
+    """The names `text` refers to as `$(NAME)`."""
+    return {m.group(1) for m in _REFERENCE.finditer(text) if m.group(1) is not None}
+
+
+def substitute(text: str, env: Mapping[str, str]) -> str:
+    """`text` with the `$(VAR)` references `env` knows replaced by their values, still a
+    value to expand: other references stay, as do `$$`, and a `$` of a value doubles,
+    so that `expand` later gives what expanding `text` at once would."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None or name not in env:
+            return match.group(0)
+        return env[name].replace("$", "$$")
+
+    return _REFERENCE.sub(replace, text)
+
+
 def expand(text: str, env: Mapping[str, str]) -> str:
     """Kubernetes' `$(VAR)` expansion: known names are replaced, `$$` escapes a `$`."""
 

@@ -5,9 +5,11 @@ TrainJob's namespace, or the ClusterTrainingRuntime of that name. Locally the
 runtimes are those given with the TrainJob (documents of the same file, or of
 `--runtime FILE`), then, for a ClusterTrainingRuntime, the ones Kubeflow Trainer
 v2.3.0 ships (`torch-distributed`, `jax-distributed`, `xgboost-distributed`,
-`deepspeed-distributed`, `mlx-distributed`): package data of tfjob
-(`runtimes/local/trainer_runtimes/`, a link to `manifests/overlays/trainer-runtimes`,
-the overlay a cluster applies), so an installed tfjob finds them by name too. A
+`deepspeed-distributed`, `mlx-distributed`) and the ones tfjob adds
+(`tensorflow-distributed`, `paddle-distributed`): package data of tfjob
+(`runtimes/local/trainer_runtimes/` and `tfjob_runtimes/`, links to
+`manifests/overlays/trainer-runtimes` and `tfjob-runtimes`, the overlays a cluster
+applies), so an installed tfjob finds them by name too. A
 runtime given with the job wins over a shipped one of the same name, as one applied
 to a cluster replaces it. None when there is none: the core then fails the TrainJob
 with TrainingRuntimeNotFound, as on a cluster.
@@ -24,7 +26,8 @@ import yaml
 from tfjob.api.training_runtime import TrainingRuntime, decode_runtime
 from tfjob.api.trainjob import CLUSTER_TRAINING_RUNTIME, GROUP, TRAINING_RUNTIME, TrainJob
 
-SHIPPED_FOLDER = "trainer_runtimes"
+#: Trainer's runtimes, then tfjob's (manifests/overlays/trainer-runtimes, tfjob-runtimes).
+SHIPPED_FOLDERS = ("trainer_runtimes", "tfjob_runtimes")
 
 
 def find_runtime(trainjob: TrainJob, given: list[dict[str, Any]]) -> TrainingRuntime | None:
@@ -54,13 +57,14 @@ def _names(document: dict[str, Any], kind: str, name: str, namespace: str) -> bo
 
 @functools.cache
 def shipped_runtimes() -> dict[str, dict[str, Any]]:
-    """Trainer's ClusterTrainingRuntimes shipped with tfjob, by name."""
-    folder = resources.files("tfjob.runtimes.local").joinpath(SHIPPED_FOLDER)
+    """The ClusterTrainingRuntimes shipped with tfjob (Trainer's and tfjob's), by name."""
+    package = resources.files("tfjob.runtimes.local")
     found: dict[str, dict[str, Any]] = {}
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
-            continue
-        for document in yaml.safe_load_all(entry.read_text()):
-            if isinstance(document, dict) and document.get("kind") == CLUSTER_TRAINING_RUNTIME:
-                found[str(document["metadata"]["name"])] = document
+    for folder in SHIPPED_FOLDERS:
+        for entry in sorted(package.joinpath(folder).iterdir(), key=lambda e: e.name):
+            if not entry.name.endswith(".yaml"):
+                continue
+            for document in yaml.safe_load_all(entry.read_text()):
+                if isinstance(document, dict) and document.get("kind") == CLUSTER_TRAINING_RUNTIME:
+                    found[str(document["metadata"]["name"])] = document
     return found
