@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -163,6 +164,20 @@ class Tfjob:
                 raise RuntimeError(f"tfjob not ready:\n{self.log.read_text()[-3000:]}")
             await asyncio.sleep(0.1)
 
+    def counts(self) -> dict[str, float]:
+        """Its reconciles, work-queue adds and API requests, from its metrics."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            text = answer.read().decode()
+        counts: dict[str, float] = {}
+        for line in text.splitlines():
+            name = line.split("{")[0].split(" ")[0]
+            counted = name in _COUNTED and "trainjob" in line
+            if counted or name == "rest_client_requests_total":
+                key = line.rsplit(" ", 1)[0]
+                counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+        return counts
+
     def stop(self) -> None:
         """SIGTERM (SIGKILL after 40 s)."""
         if self.process.poll() is None:
@@ -172,6 +187,9 @@ class Tfjob:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+_COUNTED = ("controller_runtime_reconcile_total", "workqueue_adds_total")
 
 
 def _answers(url: str) -> bool:
@@ -355,6 +373,7 @@ class Result:
     rss_mb: float = 0.0
     status_writes: int = 0
     jobset_cpu: float = 0.0  # the JobSet controller's, for scale
+    tfjob_counts: dict[str, float] = field(default_factory=dict)  # its metrics, tfjob's
     job_writes_failed: int = 0
 
 
@@ -395,6 +414,7 @@ async def one_run(
     jobset.limits = (qps, burst)
     trainer: RaceTrainer | None = None
     tfjob: Tfjob | None = None
+    spy: subprocess.Popen[bytes] | None = None
     try:
         await create_namespace(client, NAMESPACE)
         jobset.start()
@@ -409,6 +429,7 @@ async def one_run(
             tfjob = Tfjob(plane, qps, burst, folder / f"tfjob-{jobs}.log", stats)
             await tfjob.ready()
             usage = Usage(tfjob.process.pid)
+            spy = _py_spy(tfjob.process.pid, folder / f"tfjob-trainjobs-{jobs}-{qps}.spy")
         jobset_usage = Usage(child_running(jobset.binary))
         sampler = asyncio.create_task(usage.sample_rss())
         watcher = Watcher(client, jobs)
@@ -427,9 +448,14 @@ async def one_run(
         result.jobsets_seconds = max(watcher.jobsets.values(), default=started) - started
         result.complete_seconds = max(watcher.complete.values(), default=started) - started
         result.status_writes = watcher.status_writes
+        if tfjob is not None:
+            result.tfjob_counts = tfjob.counts()
         result.job_writes_failed = watcher.job_writes_failed
         await watcher.close()
     finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
         if tfjob is not None:
             tfjob.stop()
         if trainer is not None:
@@ -438,6 +464,17 @@ async def one_run(
         await client.close()
         kube.close()
     return result
+
+
+def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """With TFJOB_RACE_PY_SPY=1 in the environment, py-spy sampling tfjob's operator
+    (its collapsed stacks in `out`): a profile that barely slows the operator, unlike
+    --profile's cProfile."""
+    if os.environ.get("TFJOB_RACE_PY_SPY") != "1":
+        return None
+    args = ["py-spy", "record", "--pid", str(pid), "--rate", "50", "--format", "raw",
+            "--output", str(out), "--nonblocking"]  # fmt: skip
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def print_run(r: Result) -> None:
@@ -451,6 +488,8 @@ def print_run(r: Result) -> None:
         + (f"; {r.job_writes_failed} Job writes FAILED" if r.job_writes_failed else ""),
         flush=True,
     )
+    for name, value in sorted(r.tfjob_counts.items()):
+        print(f"    {name} {value:.0f}")
 
 
 def figures_of(r: Result) -> dict[str, Any]:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import base64
 import struct
 
-import ecdsa
-
 from tfjob.frameworks.mlpolicy.base import KeyPair
 
 SSH_KEY_TYPE = b"ecdsa-sha2-nistp521"
@@ -23,6 +21,8 @@ SSH_CURVE = b"nistp521"
 
 def new_key_pair() -> KeyPair:
     """A fresh key pair (the operating system's random source, os.urandom)."""
+    import ecdsa  # here: only MPI TrainJobs need it, and its import costs ~0.5 MB
+
     key = ecdsa.SigningKey.generate(curve=ecdsa.NIST521p)
     point = key.get_verifying_key().to_string("uncompressed")
     return KeyPair(

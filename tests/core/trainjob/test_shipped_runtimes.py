@@ -7,7 +7,11 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 
-from tfjob.api.training_runtime import TrainingRuntime
+import msgspec
+
+from tfjob.api.training_runtime import PodGroupPolicy, TrainingRuntime
+from tfjob.core.trainjob.jobset import build, owner_reference
+from tfjob.core.trainjob.snapshot import read_snapshot, runtime_yaml
 
 from .conftest import (
     KEYS,
@@ -304,3 +308,32 @@ def test_hostfile_applied_only_when_it_differs(shipped: Load) -> None:
     assert [a.manifest["metadata"]["name"] for a in plan(job, rt, stale).actions] == [
         "tj-mpi-hostfile"
     ]
+
+
+def test_a_snapshot_is_parsed_once_and_building_leaves_its_runtime_as_it_was(
+    shipped: Load,
+) -> None:
+    """Every pass of a TrainJob reads its snapshot; one text is parsed once and the
+    runtime shared between passes and TrainJobs (snapshot.py), so building a JobSet
+    (patches, MPI's Secret and hostfile, a PodGroup) must not change it."""
+    for name in ("torch-distributed", "deepspeed-distributed"):
+        live = shipped(name)
+        job = trainjob(name, trainer=TRAINER)
+        text = runtime_yaml(live, "ClusterTrainingRuntime")
+        assert runtime_yaml(live, "ClusterTrainingRuntime") is text  # written once
+        configmap = {
+            "metadata": {"ownerReferences": [owner_reference(job)]},
+            "data": {"runtime": text},
+        }
+        snapped = read_snapshot(job, configmap)
+        assert read_snapshot(job, configmap) is snapped  # parsed once
+        before = msgspec.json.encode(snapped)
+        grouped = msgspec.structs.replace(
+            snapped,
+            spec=msgspec.structs.replace(
+                snapped.spec, pod_group_policy=PodGroupPolicy(coscheduling={})
+            ),
+        )
+        for runtime in (snapped, snapped, grouped):
+            build(job, runtime, secret_exists=False, key_pair=KEYS)
+        assert msgspec.json.encode(snapped) == before

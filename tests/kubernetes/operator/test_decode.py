@@ -9,6 +9,7 @@ import pytest
 
 from tfjob.frameworks.tensorflow import TFJob
 from tfjob.runtimes.kubernetes.cache.informer import is_newer
+from tfjob.runtimes.kubernetes.controller.handlers import COUNTS, MORE, NOTHING, jobset_change
 from tfjob.runtimes.kubernetes.transport import pod_proto
 from tfjob.runtimes.kubernetes.transport.decode import (
     JobDecoder,
@@ -18,6 +19,7 @@ from tfjob.runtimes.kubernetes.transport.decode import (
     decode_pods,
     decode_services,
 )
+from tfjob.runtimes.kubernetes.transport.trainer_decode import JOBSET_CODEC
 
 TFJOB_DECODER = JobDecoder(TFJob)
 
@@ -174,3 +176,54 @@ def test_a_custom_resource_lists_continue_token_is_known_once_the_page_is_read()
     assert continue_token(body, complete=True) == "c2"
     builtin = json.dumps({"kind": "PodList", "metadata": {"continue": "c3"}, "items": [POD]})
     assert continue_token(builtin.encode()[:80]) == "c3"
+
+
+JOBSET = {
+    "metadata": {
+        "name": "t1",
+        "namespace": "ns",
+        "uid": "js1",
+        "resourceVersion": "12",
+        "labels": {"a": "b"},
+        "ownerReferences": [
+            {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+             "name": "t1", "uid": "tj1", "controller": True}
+        ],
+        "managedFields": [{"manager": "trainer", "fieldsV1": {"f:spec": {}}}],
+    },
+    "spec": {
+        "suspend": True,
+        "replicatedJobs": [{"name": "node", "template": {"spec": {"parallelism": 2}}}],
+    },
+    "status": {"replicatedJobsStatus": [{"name": "node", "active": 2}], "restarts": 0},
+}  # fmt: skip
+
+
+def test_a_cached_jobset_keeps_what_a_trainjob_pass_reads_and_no_more() -> None:
+    """Its metadata without managedFields, spec.suspend and its status; apiVersion and
+    kind set when a list's item lacks them; the pod templates are not kept."""
+    cached = JOBSET_CODEC.decode_object(json.dumps(JOBSET).encode())
+    meta = {k: v for k, v in JOBSET["metadata"].items() if k != "managedFields"}
+    assert cached.document == {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": meta,
+        "spec": {"suspend": True},
+        "status": JOBSET["status"],
+    }
+    assert cached.metadata.controller_uid() == "tj1"
+    running = {**JOBSET, "apiVersion": "jobset.x-k8s.io/v1", "spec": {"replicatedJobs": []}}
+    cached = JOBSET_CODEC.decode_object(json.dumps(running).encode())
+    assert cached.document["spec"] == {}
+    assert cached.document["apiVersion"] == "jobset.x-k8s.io/v1"
+
+
+def test_a_jobsets_change_is_told_by_what_a_trainjob_pass_reads_of_it() -> None:
+    def changed(**status: object) -> dict[str, object]:
+        return {**JOBSET, "status": {**JOBSET["status"], **status}}  # type: ignore[dict-item]
+
+    done = [{"type": "Completed", "status": "True"}]
+    assert jobset_change(JOBSET, changed(restarts=1, terminalState="Completed")) == NOTHING
+    assert jobset_change(JOBSET, changed(replicatedJobsStatus=[{"name": "node"}])) == COUNTS
+    assert jobset_change(JOBSET, changed(conditions=done)) == MORE
+    assert jobset_change(JOBSET, {**JOBSET, "spec": {"suspend": False}}) == MORE

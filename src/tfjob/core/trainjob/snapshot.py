@@ -16,6 +16,7 @@ then. While the TrainJob runs, the snapshot holds.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -44,7 +45,8 @@ def snapshot_name(trainjob: TrainJob) -> str:
 
 #: libyaml's parser when PyYAML has it: every pass of an unfinished TrainJob reads its
 #: snapshot (some 5 KB of YAML), and the pure-Python parser took most of the
-#: operator's time under cProfile in bench/race_bench.py --kind trainjob.
+#: operator's time under cProfile in bench/race_bench.py --kind trainjob (each text
+#: is parsed once now: `_parsed`).
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -65,10 +67,27 @@ def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 _GoYAML.add_representer(str, _str)
 
 
+#: Texts already written, by the runtime's JSON and kind: every TrainJob of a runtime
+#: gets the same text, and PyYAML's writer is pure Python (some 2 ms a snapshot).
+_WRITTEN: dict[tuple[bytes, str], str] = {}
+_REMEMBERED = 64
+
+
 def runtime_yaml(runtime: TrainingRuntime, kind: str) -> str:
     """The runtime as Trainer writes it: through Go's typed structs (typed.py: empty
     metadata and resources written, empty lists left out, canonical quantities), keys
     sorted, managedFields included when the caller gave them."""
+    key = (msgspec.json.encode(runtime), kind)
+    text = _WRITTEN.get(key)
+    if text is None:
+        text = _runtime_yaml(runtime, kind)
+        if len(_WRITTEN) >= _REMEMBERED:
+            del _WRITTEN[next(iter(_WRITTEN))]
+        _WRITTEN[key] = text
+    return text
+
+
+def _runtime_yaml(runtime: TrainingRuntime, kind: str) -> str:
     document = encode(runtime)
     document["apiVersion"] = runtime.api_version or API_VERSION
     document["kind"] = runtime.kind or kind
@@ -115,12 +134,7 @@ def read_snapshot(trainjob: TrainJob, configmap: dict[str, Any]) -> TrainingRunt
         raise SnapshotError(
             f'invalid runtime snapshot: snapshot ConfigMap missing "{DATA_KEY}" data key'
         )
-    try:
-        runtime = decode_runtime(yaml.load(text, Loader=_LOADER) or {})
-    except (yaml.YAMLError, msgspec.ValidationError) as err:
-        raise SnapshotError(
-            f"invalid runtime snapshot: unable to unmarshal the snapshot: {err}"
-        ) from err
+    runtime = _parsed(text)
     ref = trainjob.spec.runtime_ref
     group = runtime.api_version.split("/")[0] if "/" in runtime.api_version else ""
     if (
@@ -134,6 +148,20 @@ def read_snapshot(trainjob: TrainJob, configmap: dict[str, Any]) -> TrainingRunt
             f'"{runtime.metadata.name}", "{group}", "{runtime.kind}"'
         )
     return runtime
+
+
+@lru_cache(maxsize=_REMEMBERED)
+def _parsed(text: str) -> TrainingRuntime:
+    """The runtime a snapshot's text holds, each text parsed once: every pass of an
+    unfinished TrainJob reads its snapshot, and the snapshots of one runtime's
+    TrainJobs are the same text. The runtime returned is shared, as a cached live
+    runtime is: nothing changes it (the JobSet is built from copies: patches.py)."""
+    try:
+        return decode_runtime(yaml.load(text, Loader=_LOADER) or {})
+    except (yaml.YAMLError, msgspec.ValidationError) as err:
+        raise SnapshotError(
+            f"invalid runtime snapshot: unable to unmarshal the snapshot: {err}"
+        ) from err
 
 
 def same_spec(a: TrainingRuntime, b: TrainingRuntime) -> bool:

@@ -10,6 +10,13 @@ How each object a TrainJob pass reads is observed (docs/consistency.md, decision
   notes the ones it made or found made.
 The hold after our own writes (consistency.py) covers the cached resources: the
 TrainJob (its status) and its JobSet.
+
+The watch event of our own write (the TrainJob at the version our status write
+returned, the JobSet at the version our apply returned) queues no pass (`ours`):
+it shows what the pass that wrote it decided from plus that write, so a pass would
+find nothing new (another change comes with its own event), and each was a GET of
+the snapshot for nothing. Except while a pass of the TrainJob waits for the caches
+(`Held`): that event is what ends the wait.
 """
 
 from __future__ import annotations
@@ -36,12 +43,14 @@ class TrainJobView:
     trainjob: TrainJob
     jobset: dict[str, Any] | None
     written: dict[Resource, str] = field(default_factory=dict)
+    noted: Callable[[str, Resource, str], None] = lambda _key, _resource, _version: None
 
     def wrote(self, resource: Resource, resource_version: str) -> None:
         """Note a write of ours and the resourceVersion the API server returned."""
         seen = self.written.get(resource)
         if resource_version and (seen is None or is_newer(resource_version, seen)):
             self.written[resource] = resource_version
+            self.noted(self.key, resource, resource_version)
 
 
 class TrainJobCaches:
@@ -61,16 +70,21 @@ class TrainJobCaches:
             JOBSETS: informers.jobsets,
         }
         self.holds = Holds(cached, hold_seconds, clock)
+        self._ours: dict[str, dict[Resource, str]] = {}  # key -> our last write's version
+        self._waiting: set[str] = set()  # keys whose last pass found them held
 
     def view(self, key: str) -> TrainJobView | Held | None:
         """The TrainJob `key` with its JobSet; `Held` while the caches lag behind our
         last writes for it; None once it is gone."""
         held = self.holds.held(key)
         if held is not None:
+            self._waiting.add(key)
             return held
+        self._waiting.discard(key)
         trainjob = self.informers.trainjobs.get(key)
         if trainjob is None:
             self.holds.forget(key)
+            self._ours.pop(key, None)
             return None
         owned = self.informers.jobsets.by_index(OWNER_INDEX, owner_key(tj.KIND, key))
         meta = trainjob.metadata
@@ -82,7 +96,23 @@ class TrainJobCaches:
             ),
             None,
         )  # a JobSet of an earlier TrainJob of this name (being collected) is not its
-        return TrainJobView(key, trainjob, jobset)
+        return TrainJobView(key, trainjob, jobset, noted=self._noted)
 
     def hold(self, view: TrainJobView) -> None:
         self.holds.hold(view.key, view.written)
+
+    def ours(self, key: str, resource: Resource, resource_version: str) -> bool:
+        """Whether an event of TrainJob `key`'s object in `resource` shows our own last
+        write to it and nothing else, while no pass of `key` waits for it."""
+        if not resource_version or key in self._waiting:
+            return False
+        return self._ours.get(key, {}).get(resource) == resource_version
+
+    def waiting(self, key: str) -> bool:
+        """Whether the last pass of `key` found it held: any event of its objects may
+        be the one that ends the hold."""
+        return key in self._waiting
+
+    def _noted(self, key: str, resource: Resource, resource_version: str) -> None:
+        if resource in (TRAINJOBS, JOBSETS):
+            self._ours.setdefault(key, {})[resource] = resource_version

@@ -18,13 +18,41 @@ from typing import Any
 from tfjob.api import trainjob as tj
 from tfjob.api.observed import OwnedObject
 from tfjob.api.training_runtime import TrainingRuntime
+from tfjob.api.trainjob import TrainJob
 from tfjob.runtimes.kubernetes.cache.informer import Handlers, key_of
 from tfjob.runtimes.kubernetes.cache.owner_index import split_owner
 from tfjob.runtimes.kubernetes.cache.shared import Owned, Owners, SharedInformers
 from tfjob.runtimes.kubernetes.cache.trainer_informers import TrainJobInformers, trainjob_owner
+from tfjob.runtimes.kubernetes.cache.trainjobs import TrainJobCaches
 from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
 from tfjob.runtimes.kubernetes.transport.decode import CachedJob
+from tfjob.runtimes.kubernetes.transport.resources import JOBSETS, TRAINJOBS
+
+
+def jobset_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What a JobSet's update changed of what a TrainJob's pass reads of it
+    (core/trainjob: status.py, reconcile.py): NOTHING (a status field no pass reads,
+    as `restarts` or `terminalState`), COUNTS (its replicated jobs' counts only) or
+    MORE (a condition, Completed or Failed; the spec; the metadata)."""
+    before, after = _read(old), _read(new)
+    if before == after:
+        return NOTHING
+    return COUNTS if before[:-1] == after[:-1] else MORE
+
+
+NOTHING, COUNTS, MORE = "nothing", "counts", "more"
+
+
+def _read(document: dict[str, Any]) -> tuple[Any, ...]:
+    metadata = document.get("metadata") or {}
+    status = document.get("status") or {}
+    return (
+        {k: v for k, v in metadata.items() if k != "resourceVersion"},
+        document.get("spec"),
+        status.get("conditions"),
+        status.get("replicatedJobsStatus"),
+    )
 
 
 @dataclass
@@ -42,17 +70,59 @@ class Router:
         for shared in self.shared.owned_informers():
             shared.add_handlers(owned)
 
-    def wire_trainjobs(self, informers: TrainJobInformers, queue: WorkQueue) -> None:
-        """TrainJobs, their JobSets and the runtimes to the TrainJob controller's queue."""
-        informers.trainjobs.add_handlers(self.job_handlers(queue))
+    def wire_trainjobs(self, caches: TrainJobCaches, queue: WorkQueue) -> None:
+        """TrainJobs, their JobSets and the runtimes to the TrainJob controller's queue;
+        the events of our own writes queue nothing (trainjobs.py `ours`)."""
+        informers = caches.informers
+        handlers = self.job_handlers(queue)
 
-        def jobset(obj: OwnedObject) -> None:
+        def trainjob(new: TrainJob) -> None:
+            key = key_of(new)
+            if not caches.ours(key, TRAINJOBS, new.metadata.resource_version):
+                queue.add(key)
+
+        informers.trainjobs.add_handlers(
+            Handlers(
+                on_add=handlers.on_add,
+                on_update=lambda _old, new: trainjob(new),
+                on_delete=handlers.on_delete,
+            )
+        )
+
+        def jobset(obj: OwnedObject, deleted: bool = False) -> None:
             owner = trainjob_owner(obj)
-            if owner is not None:
-                queue.add(split_owner(owner)[1])
+            if owner is None:
+                return
+            key = split_owner(owner)[1]
+            if deleted or not caches.ours(key, JOBSETS, obj.metadata.resource_version):
+                queue.add(key)
+
+        def jobset_updated(old: OwnedObject, new: OwnedObject) -> None:
+            """A change no pass reads queues nothing; a change of the counts alone
+            waits behind the TrainJobs not yet reconciled (their JobSets first, and a
+            JobSet that ends meanwhile moves it up: its counts are written with its
+            end, one status write); any other change is a reaction."""
+            owner = trainjob_owner(new)
+            if owner is None:
+                return
+            key = split_owner(owner)[1]
+            if caches.waiting(key):
+                queue.add(key)
+                return
+            if caches.ours(key, JOBSETS, new.metadata.resource_version):
+                return
+            change = jobset_change(old.document, new.document)
+            if change == COUNTS:
+                queue.add_new(key)
+            elif change == MORE:
+                queue.add(key)
 
         informers.jobsets.add_handlers(
-            Handlers(on_add=jobset, on_update=lambda _old, new: jobset(new), on_delete=jobset)
+            Handlers(
+                on_add=jobset,
+                on_update=jobset_updated,
+                on_delete=lambda obj: jobset(obj, deleted=True),
+            )
         )
         for kind, runtimes in (
             (tj.TRAINING_RUNTIME, informers.runtimes),

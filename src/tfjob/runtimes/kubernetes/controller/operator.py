@@ -236,7 +236,7 @@ class Operator:
                 metrics=self.metrics,
                 writes=self.writes,
             )
-            router.wire_trainjobs(shared.trainjobs, self.trainjob.queue)
+            router.wire_trainjobs(self.trainjob.caches, self.trainjob.queue)
         return shared
 
     def running(self) -> list[Controller]:

@@ -29,7 +29,6 @@ import msgspec
 from tfjob.api.errors import InvalidJob
 from tfjob.api.observed import OwnedObject, Pod, Service, table
 from tfjob.api.types import Job, JobStatus, ObjectMeta
-from tfjob.runtimes.kubernetes.transport import pod_proto
 
 SHARED_STRING = 64  # longer strings in a job's template are rarely repeated: not interned
 
@@ -333,12 +332,21 @@ def _lenient_status(raw: bytes) -> JobStatus:
         return JobStatus()
 
 
+#: What a protobuf pod page is asked as, and the bytes it starts with (runtime.Unknown);
+#: pod_proto.py, which reads it, is imported only when one is read: an operator that
+#: serves TrainJobs alone lists no pods, and protobuf's runtime is ~2.7 MB of memory.
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+MAGIC = b"k8s\x00"
+
+
 def decode_pod_page(body: bytes) -> tuple[list[Pod], str, str]:
     """A pod list page asked for as protobuf; read as JSON if that is what came (a
     server or proxy that does not speak protobuf). A page neither can read raises
     msgspec.DecodeError, as a broken JSON page does: the informer retries the list."""
-    if not body.startswith(pod_proto.MAGIC):
+    if not body.startswith(MAGIC):
         return decode_pods(body)
+    from tfjob.runtimes.kubernetes.transport import pod_proto
+
     try:
         return pod_proto.decode_pods(body)  # shared strings interned as they are read
     except pod_proto.DecodeError as error:
@@ -364,7 +372,9 @@ def continue_token(head: bytes, *, complete: bool = False) -> str | None:
     page, and the token is always known (a broken JSON page raises msgspec.DecodeError).
 
     So the client can ask for the next page while this one is still arriving."""
-    if head.startswith(pod_proto.MAGIC):
+    if head.startswith(MAGIC):
+        from tfjob.runtimes.kubernetes.transport import pod_proto
+
         token = pod_proto.continue_token(head)
         return "" if token is None and complete else token
     items = head.find(_ITEMS)
@@ -379,7 +389,7 @@ def continue_token(head: bytes, *, complete: bool = False) -> str | None:
 POD_CODEC: Codec[Pod] = Codec(decode_pods, decode_pod)
 # What the operator lists pods with: pages as protobuf, half the API server's CPU of
 # JSON (pod_proto.py says why); watch events JSON.
-POD_PROTO_CODEC: Codec[Pod] = Codec(decode_pod_page, decode_pod, list_accept=pod_proto.PROTOBUF)
+POD_PROTO_CODEC: Codec[Pod] = Codec(decode_pod_page, decode_pod, list_accept=PROTOBUF)
 SERVICE_CODEC: Codec[Service] = Codec(decode_services, decode_service)
 
 

@@ -37,6 +37,7 @@ from google.protobuf.message import DecodeError
 
 from tfjob.api.observed import Column, Pod, table
 from tfjob.api.timestamps import rfc3339
+from tfjob.runtimes.kubernetes.transport.decode import MAGIC, PROTOBUF
 
 __all__ = [
     "MAGIC",
@@ -47,8 +48,6 @@ __all__ = [
     "decode_pods",
 ]
 
-PROTOBUF = "application/vnd.kubernetes.protobuf"
-MAGIC = b"k8s\x00"  # before every protobuf body the API server sends (runtime.Unknown)
 
 T = TypeVar("T", bound=msgspec.Struct)
 _F = descriptor_pb2.FieldDescriptorProto

@@ -65,13 +65,57 @@ def runtime_codec(kind: str) -> Codec[TrainingRuntime]:
     return _codec(lambda raw: decode_runtime(_document(raw, API_VERSION, kind)))
 
 
+class _ObjectMeta(msgspec.Struct, rename="camel"):
+    """A JobSet's ObjectMeta but managedFields: what the JSON holds, left out where
+    it has none."""
+
+    name: Any = msgspec.UNSET
+    generate_name: Any = msgspec.UNSET
+    namespace: Any = msgspec.UNSET
+    self_link: Any = msgspec.UNSET
+    uid: Any = msgspec.UNSET
+    resource_version: Any = msgspec.UNSET
+    generation: Any = msgspec.UNSET
+    creation_timestamp: Any = msgspec.UNSET
+    deletion_timestamp: Any = msgspec.UNSET
+    deletion_grace_period_seconds: Any = msgspec.UNSET
+    labels: Any = msgspec.UNSET
+    annotations: Any = msgspec.UNSET
+    owner_references: Any = msgspec.UNSET
+    finalizers: Any = msgspec.UNSET
+
+
+class _JobSetSpec(msgspec.Struct):
+    suspend: Any = msgspec.UNSET
+
+
+class _JobSet(msgspec.Struct, rename="camel"):
+    """The parts of a JobSet the cache keeps; the rest (the pod templates, the
+    managedFields: most of its bytes) is skipped while decoding, never built."""
+
+    api_version: Any = msgspec.UNSET
+    kind: Any = msgspec.UNSET
+    metadata: _ObjectMeta | None = None
+    spec: _JobSetSpec | None = None
+    status: Any = msgspec.UNSET
+
+
+_jobset_decoder = msgspec.json.Decoder(_JobSet)
+
+
 def _jobset(raw: bytes) -> OwnedObject:
-    document = _document(raw, JOBSET_API_VERSION, "JobSet")
-    spec = document.get("spec") or {}
+    decoded = _jobset_decoder.decode(raw)
     kept: dict[str, Any] = {
-        k: document[k] for k in ("apiVersion", "kind", "metadata", "status") if k in document
-    }
-    kept["spec"] = {"suspend": spec["suspend"]} if "suspend" in spec else {}
+        "apiVersion": JOBSET_API_VERSION if decoded.api_version is msgspec.UNSET
+        else decoded.api_version,
+        "kind": "JobSet" if decoded.kind is msgspec.UNSET else decoded.kind,
+    }  # fmt: skip
+    if decoded.metadata is not None:
+        kept["metadata"] = msgspec.to_builtins(decoded.metadata)
+    if decoded.status is not msgspec.UNSET:
+        kept["status"] = decoded.status
+    suspend = msgspec.UNSET if decoded.spec is None else decoded.spec.suspend
+    kept["spec"] = {} if suspend is msgspec.UNSET else {"suspend": suspend}
     return OwnedObject.of(kept, with_status=True)
 
 
