@@ -176,6 +176,16 @@ def operator_image(node: Node) -> str:
 
 
 @pytest.fixture(scope="package")
+def base_image(node: Node) -> str:
+    """The local Debian base of the operator's image (scripts/image.sh base: Debian
+    bookworm minbase with python3), imported into the node: a full C library and
+    libstdc++ with a shell, for pods that run programs mounted from the host."""
+    base = _build(["bash", str(IMAGE_SCRIPT), "base"], "scripts/image.sh base")
+    node.import_buildah_image(base)
+    return base
+
+
+@pytest.fixture(scope="package")
 def examples_image(node: Node) -> str:
     """The TensorFlow examples' image (examples/tensorflow/cluster/Containerfile) on the
     operator's local Debian base, built with buildah and imported into the node."""
