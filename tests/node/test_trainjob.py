@@ -22,6 +22,7 @@ per node (`numProcPerNode: 1`, the example has 2) to keep the test short."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib.util
 import json
@@ -101,7 +102,12 @@ def trainjob_cluster(
 
 def _serves_trainjob(node: Node) -> bool:
     logs = kubectl(node, "-n", "tfjob-system", "logs", "deployment/tfjob-operator", check=False)
-    return any("serving" in line and "TrainJob" in line for line in logs.splitlines())
+    for line in logs.splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("event") == "serving":
+                return "TrainJob" in entry.get("kinds", [])
+    return False
 
 
 def on_node(path: Path, image: str, prefix: Path, libgomp: Path) -> dict[str, Any]:
