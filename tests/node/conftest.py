@@ -2,9 +2,9 @@
 
 One node for the whole package (``node``, started on first use, stopped and removed
 after the package's last test); the images the tests need are built with buildah and
-imported into it once (``operator_image``, ``examples_image``); the operator is
-installed by the README's command once (``installed_operator``). The test process
-itself runs inside the node's network namespace while the node is up, so its clients
+imported into it once (``operator_image``, ``examples_image``, ``base_image``); the
+operator is installed by the README's command once (``installed_operator``). The test
+process itself runs inside the node's network namespace while the node is up, so its clients
 reach the API server, Service IPs and cluster DNS as a pod would.
 
 Outside CI, a machine that cannot have the node (no Go, not root, no buildah) skips
@@ -173,6 +173,16 @@ def operator_image(node: Node) -> str:
     image = _build(["bash", str(IMAGE_SCRIPT), "build"], "scripts/image.sh build")
     node.import_buildah_image(image)
     return image
+
+
+@pytest.fixture(scope="package")
+def base_image(node: Node) -> str:
+    """The local Debian base of the operator's image (scripts/image.sh base: Debian
+    bookworm minbase with python3), imported into the node: a full C library and
+    libstdc++ with a shell, for pods that run programs mounted from the host."""
+    base = _build(["bash", str(IMAGE_SCRIPT), "base"], "scripts/image.sh base")
+    node.import_buildah_image(base)
+    return base
 
 
 @pytest.fixture(scope="package")

@@ -1,0 +1,288 @@
+"""TrainJobs train for real across pods on the node: three examples of examples/trainjob,
+torch DDP on Trainer's `torch-distributed`, TensorFlow's MultiWorkerMirroredStrategy on
+the example's workers-only runtime (`tensorflow-distributed` has chief, PS and evaluator
+jobs: the parameter-server shape), Paddle collective on tfjob's `paddle-distributed`,
+each with 2 nodes, run at once in one namespace through the operator from its image,
+JobSet v0.12.0's real controller and webhooks (testkit/node_jobset.py), the node's Job
+controller, kubelet and containerd. Every rendezvous address is a JobSet host name
+(`<trainjob>-node-0-<i>.<trainjob>`) that CoreDNS resolves through the JobSet's
+headless Service.
+
+The frameworks come from the host, not from an image: no registry is reachable here, a
+torch image from PyPI pulls ~3 GB of CUDA wheels, and download.pytorch.org (the CPU
+wheel index) is not reachable. So each pod runs the local Debian base image
+(scripts/image.sh base: bookworm, the host's release, with its C and C++ libraries)
+with the test's own Python prefix (torch, tensorflow-cpu, paddlepaddle) mounted
+read-only at its own path (the interpreter finds libpython there), and the host's
+libgomp, which paddle loads and the base lacks. The examples' code is mounted from
+the repository at /examples, where the TrainJobs' `../<framework>/...` commands point.
+Those mounts (a runtime patch, as a user adds volumes), the image, the interpreter's
+path and HOME are all that is changed in the example files; torch runs one process
+per node (`numProcPerNode: 1`, the example has 2) to keep the test short."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import Client
+
+from testkit.controlplane import ControlPlaneError, ControlPlaneUnavailable
+from testkit.jobset import JobSetManager
+from testkit.node import Node
+from testkit.node_jobset import as_control_plane, start_jobset
+from testkit.trainjobs import TrainJobs
+from tests.node.conftest import REPO, kubectl, unavailable
+
+EXAMPLES = REPO / "examples"
+TRAINJOB_EXAMPLES = EXAMPLES / "trainjob"
+FRAMEWORKS = ("torch", "tensorflow", "paddle")
+PATCH_MANAGER = "tfjob.test/host-python"
+FINISH_LIMIT = 600.0
+
+
+def host_python() -> Path:
+    """The test's own Python prefix, when it holds the three frameworks."""
+    if sys.prefix != sys.base_prefix:
+        unavailable(f"the pods mount the interpreter's prefix; run outside a venv ({sys.prefix})")
+    missing = [m for m in FRAMEWORKS if importlib.util.find_spec(m) is None]
+    if missing:
+        unavailable(f"{', '.join(missing)} not installed for {sys.executable}")
+    return Path(sys.prefix)
+
+
+def host_libgomp() -> Path:
+    found = sorted(glob.glob("/usr/lib/*-linux-gnu/libgomp.so.1"))
+    if not found:
+        unavailable("no libgomp.so.1 on the host (paddle needs it)")
+    return Path(found[0])
+
+
+@pytest.fixture(scope="module")
+def trainjob_cluster(
+    node: Node, kube: Client, request: pytest.FixtureRequest
+) -> Iterator[JobSetManager]:
+    """What tfjob serves TrainJobs with: JobSet's controller, Trainer's CRDs (the README's
+    install), both runtime overlays, and an operator that serves TrainJob."""
+    try:
+        jobset = start_jobset(node, kube)
+    except ControlPlaneUnavailable as exc:
+        unavailable(f"no JobSet controller: {exc}")
+    except ControlPlaneError as exc:
+        pytest.fail(f"JobSet did not start:\n{exc}", pytrace=False)
+    try:
+        request.getfixturevalue("installed_operator")
+        kubectl(
+            node, "wait", "--for=condition=Established",
+            "crd/clustertrainingruntimes.trainer.kubeflow.org",
+        )  # fmt: skip
+        for overlay in ("trainer-runtimes", "tfjob-runtimes"):
+            kubectl(node, "apply", "--server-side", "-k", f"manifests/overlays/{overlay}")
+        # The operator decides what it serves when it starts: one started before
+        # JobSet's CRD was installed (an earlier test's) serves no TrainJob.
+        if not _serves_trainjob(node):
+            kubectl(node, "-n", "tfjob-system", "rollout", "restart", "deployment/tfjob-operator")
+            kubectl(
+                node, "-n", "tfjob-system", "rollout", "status", "deployment/tfjob-operator",
+                "--timeout=180s", timeout=200,
+            )  # fmt: skip
+        yield jobset
+    finally:
+        jobset.stop()
+
+
+def _serves_trainjob(node: Node) -> bool:
+    logs = kubectl(node, "-n", "tfjob-system", "logs", "deployment/tfjob-operator", check=False)
+    for line in logs.splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("event") == "serving":
+                return "TrainJob" in entry.get("kinds", [])
+    return False
+
+
+def on_node(path: Path, image: str, prefix: Path, libgomp: Path) -> dict[str, Any]:
+    """The example's TrainJob, run with the host's frameworks (module docstring)."""
+    trainjob: dict[str, Any] = next(
+        d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "TrainJob"
+    )
+    trainer = trainjob["spec"]["trainer"]
+    python = str(prefix / "bin" / "python3")
+    command: list[str] = []
+    for word in trainer["command"]:
+        if word == "python3":
+            command.append(python)
+        elif word == "torchrun":  # its script's shebang names the host path: run the module
+            command += [python, "-m", "torch.distributed.run"]
+        elif word.startswith("../"):
+            command.append("/examples/" + word.removeprefix("../"))
+        else:
+            command.append(word)
+    trainer["command"] = command
+    trainer["image"] = image
+    trainer["env"] = [*trainer.get("env", []), {"name": "HOME", "value": "/tmp"}]
+    mounts = [
+        ("host-python", str(prefix), str(prefix), "Directory"),
+        ("examples", str(EXAMPLES), "/examples", "Directory"),
+        ("libgomp", str(libgomp), str(libgomp), "File"),
+    ]
+    pod = {
+        "volumes": [
+            {"name": name, "hostPath": {"path": host, "type": kind}}
+            for name, host, _, kind in mounts
+        ],
+        "containers": [
+            {
+                "name": "node",
+                "volumeMounts": [
+                    {"name": name, "mountPath": at, "readOnly": True} for name, _, at, _ in mounts
+                ],
+            }
+        ],
+    }
+    replicated = {"name": "node", "template": {"spec": {"template": {"spec": pod}}}}
+    trainjob["spec"]["runtimePatches"] = [
+        {
+            "manager": PATCH_MANAGER,
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [replicated]}}},
+        }
+    ]
+    return trainjob
+
+
+def reports(kube: Client, jobs: TrainJobs, name: str, prefix: str) -> dict[str, dict[str, Any]]:
+    """The last `<prefix> {json}` line of each pod's log, by pod name (without suffix)."""
+    found: dict[str, dict[str, Any]] = {}
+    for pod in jobs.pods(name):
+        pod_name = pod["metadata"]["name"]
+        text = "\n".join(kube.log(pod_name, namespace=jobs.namespace, container="node"))
+        lines = [line for line in text.splitlines() if line.startswith(prefix + " ")]
+        assert lines, f"{pod_name} printed no {prefix}:\n{text[-3000:]}"
+        found[pod_name.rsplit("-", 1)[0]] = json.loads(lines[-1].split(" ", 1)[1])
+    return found
+
+
+@pytest.mark.timeout(1200)
+def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
+    node: Node,
+    kube: Client,
+    trainjob_cluster: JobSetManager,
+    base_image: str,
+    namespace: str,
+) -> None:
+    prefix, libgomp = host_python(), host_libgomp()
+    jobs = TrainJobs(as_control_plane(node), namespace)
+
+    def example(file: str) -> dict[str, Any]:
+        return on_node(TRAINJOB_EXAMPLES / file, base_image, prefix, libgomp)
+
+    torch = example("torch-ddp.yaml")
+    torch["spec"]["trainer"]["numProcPerNode"] = 1  # one rank per pod: world size 2
+    tf_runtime = next(
+        d
+        for d in yaml.safe_load_all((TRAINJOB_EXAMPLES / "tensorflow.yaml").read_text())
+        if d["kind"] == "TrainingRuntime"
+    )
+    jobs.create_runtime(tf_runtime)
+    tensorflow = example("tensorflow.yaml")
+    paddle = example("paddle.yaml")
+    started = time.monotonic()
+    for trainjob in (torch, tensorflow, paddle):
+        jobs.create(trainjob)
+
+    outcomes = {
+        trainjob["metadata"]["name"]: jobs.wait_finished(
+            trainjob["metadata"]["name"],
+            timeout=max(1.0, FINISH_LIMIT - (time.monotonic() - started)),
+        )
+        for trainjob in (torch, tensorflow, paddle)
+    }
+    print(f"three TrainJobs finished in {time.monotonic() - started:.0f} s")
+    for name, condition in outcomes.items():
+        assert condition["type"] == "Complete", f"{name}: {condition}\n{_logs(jobs, name)}"
+
+    # Each node in a pod of its own, with an address of its own.
+    for name in outcomes:
+        pods = jobs.pods(name)
+        assert [p["metadata"]["name"].rsplit("-", 1)[0] for p in pods] == [
+            f"{name}-node-0-0",
+            f"{name}-node-0-1",
+        ]
+        assert len({p["status"]["podIP"] for p in pods}) == 2, name
+        assert {p["status"]["phase"] for p in pods} == {"Succeeded"}, name
+
+    # torch: torchrun on each pod met node 0 at its JobSet host name; DDP's all-reduce
+    # made both ranks take the same steps, so both end with the same weights and loss.
+    name = torch["metadata"]["name"]
+    found = reports(kube, jobs, name, "PYTORCH_REPORT")
+    assert {r["rank"] for r in found.values()} == {0, 1}
+    assert found[f"{name}-node-0-0"]["rank"] == 0
+    for report in found.values():
+        assert report["world_size"] == 2
+        assert report["master"] == f"{name}-node-0-0.{name}:29500"
+        assert report["losses"][-1] < report["losses"][0]
+    first, second = found.values()
+    assert first["checksum"] == second["checksum"]
+    assert first["final_loss"] == second["final_loss"]
+
+    # TensorFlow: TF_CONFIG names both workers by host name; the all-reduce crossed
+    # pods: the same global loss everywhere, and step 1 is gradient descent on both
+    # shards' batch, not on this worker's own.
+    name = tensorflow["metadata"]["name"]
+    found = reports(kube, jobs, name, "TFJOB_REPORT")
+    workers = [f"{name}-node-0-{i}.{name}:2222" for i in range(2)]
+    assert sorted(r["task_id"] for r in found.values()) == [0, 1]
+    for report in found.values():
+        assert report["cluster_spec"] == {"worker": workers}
+        assert report["task_type"] == "worker"
+        assert report["num_replicas_in_sync"] == 2
+        assert report["losses"][-1] < report["losses"][0] / 10
+        assert report["step1_diff_vs_global_batch"] < 1e-4 < report["step1_diff_vs_own_shard"]
+    first, second = found.values()
+    assert first["losses"] == second["losses"]
+    assert first["final_weights"] == second["final_weights"]
+
+    # Paddle: the launchers met at node 0's host name and ran one trainer each; the
+    # gradient all-reduce left both with the same weights.
+    name = paddle["metadata"]["name"]
+    found = reports(kube, jobs, name, "PADDLE_REPORT")
+    assert sorted(r["rank"] for r in found.values()) == [0, 1]
+    first, second = found.values()
+    assert first["trainers"] == second["trainers"] == 2
+    assert first["weights"] == second["weights"]
+    assert first["loss"] == second["loss"] < 0.1
+    env = _env_of(jobs.pods(name)[0])
+    assert env["PADDLE_MASTER"] == f"{name}-node-0-0.{name}:36543"
+
+
+def _logs(jobs: TrainJobs, name: str, lines: int = 40) -> str:
+    """Each pod's phase, restarts and log tail (and its previous container's)."""
+    out = []
+    for pod in jobs.pods(name):
+        pod_name = pod["metadata"]["name"]
+        statuses = pod.get("status", {}).get("containerStatuses") or [{}]
+        out.append(
+            f"--- {pod_name}: {pod['status'].get('phase')}, "
+            f"restarts {statuses[0].get('restartCount')}"
+        )
+        for previous in ("true", "false"):
+            path = f"/api/v1/namespaces/{jobs.namespace}/pods/{pod_name}/log"
+            status, text = jobs.plane.request("GET", f"{path}?container=node&previous={previous}")
+            if status == 200:
+                tail = "\n".join(str(text).splitlines()[-lines:])
+                out.append(("(previous container)\n" if previous == "true" else "") + tail)
+    return "\n".join(out)
+
+
+def _env_of(pod: dict[str, Any]) -> dict[str, str]:
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "node")
+    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
