@@ -11,6 +11,7 @@ pays it once.
 from __future__ import annotations
 
 import http.client
+import select
 import ssl
 import threading
 import urllib.parse
@@ -19,7 +20,14 @@ from pathlib import Path
 #: What a kept connection the server has closed in the meantime raises on reuse
 #: (an idle timeout, an API server restarted by a test): the request never got an
 #: answer, so sending it once more on a fresh connection cannot do it twice.
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+_STALE = (
+    http.client.RemoteDisconnected,
+    ConnectionResetError,
+    ConnectionAbortedError,
+    BrokenPipeError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
 
 
 class KeptConnections:
@@ -40,6 +48,9 @@ class KeptConnections:
         """The status and body of one request; OSError (or ssl.SSLError) when the
         server cannot be reached."""
         kept: http.client.HTTPSConnection | None = getattr(self._local, "connection", None)
+        if kept is not None and _dropped(kept):
+            self._drop()
+            kept = None
         if kept is not None:
             try:
                 return self._exchange(kept, method, path, body, headers)
@@ -82,3 +93,13 @@ class KeptConnections:
         self._local.connection = None
         if connection is not None:
             connection.close()
+
+
+def _dropped(connection: http.client.HTTPSConnection) -> bool:
+    """Whether the server closed the idle connection: nothing is owed on it, so a
+    readable socket can only be the close (or a TLS alert before it)."""
+    sock = connection.sock
+    if sock is None:
+        return True
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable)

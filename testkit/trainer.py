@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from testkit.controlplane import ControlPlane
-from testkit.manager_process import LoopbackManager, kustomization_resources
+from testkit.manager_process import LoopbackManager, install_crds, kustomization_resources
 
 API = "/apis/trainer.kubeflow.org/v1alpha1"
 #: The runtime a TrainJob names when it names no kind.
@@ -105,6 +105,16 @@ class TrainerManager(LoopbackManager):
         return status >= 400 and (
             'admission webhook "validator.trainjob.trainer.kubeflow.org" denied' in message
         )
+
+    def stop(self) -> None:
+        """Stop it, then put tfjob's Trainer CRDs (manifests/base) back in place of
+        Trainer's own: the session's other tests expect tfjob's (with its validation
+        rules), and a later `kubectl apply --server-side` of the base (the README's)
+        would conflict with the fields Trainer's left under the tests' field manager."""
+        super().stop()
+        from testkit import trainjob_api  # it imports this module
+
+        install_crds(self.kube, trainjob_api.crds())
 
     def populate(self, deadline: float) -> None:
         """The runtimes Trainer ships, through its validator; then wait until its

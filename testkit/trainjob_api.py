@@ -27,9 +27,14 @@ def documents(name: str) -> list[dict[str, Any]]:
     return [d for d in fast_yaml.load_all((MANIFESTS / name).read_text()) if d]
 
 
+def crds() -> list[dict[str, Any]]:
+    """Trainer's CRDs as tfjob ships them."""
+    return [d for name in TRAINER_CRDS for d in documents(name)]
+
+
 def install(plane: ControlPlane, kube: Client) -> list[dict[str, Any]]:
     """Trainer's API for tfjob (module docstring); the shipped runtimes applied."""
-    install_crds(kube, [d for name in TRAINER_CRDS for d in documents(name)])
+    install_crds(kube, crds())
     apply_documents(kube, documents("trainjob-secrets-rbac.yaml"))
     config = plane.assets.tool("trainer-controller-manager").resolve().parent / "config"
     shipped = kustomization_resources(config / "runtimes")
