@@ -24,6 +24,7 @@ from tfjob.core.settings import Settings
 from tfjob.core.trainjob.plan import ApplyObject, Observed
 from tfjob.core.trainjob.reconcile import reconcile_trainjob
 from tfjob.frameworks.load import load_jobs
+from tfjob.frameworks.mlpolicy.base import KeyPair
 from tfjob.frameworks.registry import with_defaults
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,6 +35,8 @@ EXAMPLES = sorted(
     if "kind: " in p.read_text() and "kubeflow.org/v1\n" in p.read_text()
 )
 INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+#: An MPI runtime's ssh key pair (its Secret's content is not compared).
+KEY_PAIR = KeyPair(private_pem=b"private", public_authorized_key=b"public")
 
 
 def expand(value: str, known: dict[str, str]) -> str:
@@ -75,7 +78,9 @@ def jobset_for(conversion: Conversion) -> dict[str, Any]:
     else:
         name = conversion.trainjob["spec"]["runtimeRef"]["name"]
         runtime = decode_runtime(fast_yaml.load((SHIPPED / f"{name}.yaml").read_text()))
-    plan = reconcile_trainjob(trainjob, runtime, Observed(), datetime(2026, 1, 1, tzinfo=UTC))
+    plan = reconcile_trainjob(
+        trainjob, runtime, Observed(), datetime(2026, 1, 1, tzinfo=UTC), KEY_PAIR
+    )
     [jobset] = [
         a.manifest for a in plan.actions if isinstance(a, ApplyObject) and a.kind.kind == "JobSet"
     ]
@@ -121,11 +126,48 @@ def v1_pods(job: Any) -> list[tuple[str, int, dict[str, Any]]]:
 
 def where_each_pod_goes(job: Any, jobset: dict[str, Any]) -> dict[tuple[str, int], Any]:
     """A v1 pod -> the JobSet pod it becomes: node k in master-first order on a node
-    runtime, else the same index in the replicated job named after its type."""
+    runtime, an MPIJob's Worker i node i beside its launcher, else the same index in
+    the replicated job named after its type."""
     pods = v1_pods(job)
+    if job.kind == "MPIJob" and any(j["name"] == "node" for j in jobset["spec"]["replicatedJobs"]):
+        return {(t, i): ("node" if t == "worker" else t, i) for t, i, _ in pods}
     if any(j["name"] == "node" for j in jobset["spec"]["replicatedJobs"]):
         return {(t, i): ("node", k) for k, (t, i, _) in enumerate(pods)}
     return {(t, i): (t, i) for t, i, _ in pods}
+
+
+#: An MPIJob's launcher reaches its Workers over ssh in its TrainJob, not by kubexec.sh:
+#: the v1 variables naming kubexec.sh are not set (ssh is Open MPI's and Intel MPI's
+#: default), and the MPI runtime's are, besides the hostfile's path, the same as v1's.
+MPI_KUBEXEC_ENV = ("OMPI_MCA_plm_rsh_agent", "I_MPI_HYDRA_BOOTSTRAP", "I_MPI_HYDRA_BOOTSTRAP_EXEC")
+#: What a Worker without a command runs: v1's `sleep 365d` (kubectl exec reaches it)
+#: becomes sshd, as in Trainer's MPI runtimes.
+MPI_SSHD = {"command": ["/usr/sbin/sshd"], "args": ["-De", "-f", "/home/mpiuser/.sshd_config"]}
+
+
+def as_converted(job: Any, replica_type: str, old: dict[str, Any]) -> dict[str, Any]:
+    """The v1 pod's training container as its TrainJob's should be: the same but for
+    an MPIJob's ssh in place of kubexec.sh (and, for the other kinds, nothing)."""
+    if job.kind != "MPIJob":
+        return old
+    want = dict(old)
+    if replica_type == "worker":
+        template = job.spec.mpi_replica_specs["Worker"].template["spec"]["containers"][0]
+        if not template.get("command"):
+            want.update(MPI_SSHD)
+        return want
+    slots = str(job.spec.slots_per_worker or 1)
+    env = [v for v in old.get("env") or [] if v["name"] not in MPI_KUBEXEC_ENV]
+    assert [v["value"] for v in env if v["name"] == "OMPI_MCA_orte_default_hostfile"] == [
+        "/etc/mpi/hostfile"
+    ]
+    env += [
+        {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
+        {"name": "OMPI_MCA_orte_set_default_slots", "value": slots},
+        {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
+    ]
+    want["env"] = env
+    return want
 
 
 def expected_value(value: str, job: Any, where: dict[tuple[str, int], Any], own: str) -> str:
@@ -164,13 +206,16 @@ def test_each_pod_runs_the_same_command_and_image_with_an_equivalent_env(path: P
                 c for c in v1["containers"] if c["name"] in (container_name, "mpi", "xgboost")
             )
             new = container_of(pods[(rjob, k)], ("node", old["name"]))
+            old = as_converted(job, t, old)
+            if job.kind == "MPIJob":
+                assert not set(MPI_KUBEXEC_ENV) & {v["name"] for v in new.get("env") or []}
             assert new["image"] == old["image"]
             assert new.get("command") == old.get("command")
             assert new.get("args") == old.get("args")
             assert new.get("workingDir") == old.get("workingDir")
             got = {v["name"]: v for v in new.get("env") or []}
             for var in old.get("env") or []:
-                if var["name"] in lost:
+                if var["name"] in lost and job.kind != "MPIJob":
                     continue
                 want = dict(var)
                 if "value" in want:
@@ -338,13 +383,101 @@ def test_multikueue_is_kept_and_a_v1_only_manager_is_lost() -> None:
     assert "spec.runPolicy.managedBy" in paths(lost)
 
 
-def test_mpijob_names_what_mpirun_loses() -> None:
+def test_an_mpijob_becomes_an_mpi_runtime_reached_over_ssh() -> None:
     [(_, conversion)] = converted(REPO / "examples/mpi/job.yaml")
-    assert "spec.slotsPerWorker" in paths(conversion)
-    assert "spec.mpiReplicaSpecs.Launcher.env[OMPI_MCA_plm_rsh_agent]" in paths(conversion)
-    jobs = conversion.runtime["spec"]["template"]["spec"]["replicatedJobs"]  # type: ignore[index]
-    worker = next(j for j in jobs if j["name"] == "worker")["template"]["spec"]["template"]
-    assert worker["spec"]["containers"][0]["command"] == ["sleep"]  # as the v1 operator
+    assert conversion.runtime is not None
+    assert conversion.runtime["spec"]["mlPolicy"] == {
+        "mpi": {
+            "numProcPerNode": 2,  # slotsPerWorker
+            "mpiImplementation": "OpenMPI",
+            "sshAuthMountPath": "/home/mpiuser/.ssh",
+            "runLauncherAsNode": False,  # the launcher has no GPU: not in the hostfile
+        }
+    }
+    assert paths(conversion) == [
+        "spec.runPolicy.cleanPodPolicy",
+        "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].securityContext.runAsUser",
+        "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].securityContext.runAsUser",
+        "spec.mpiReplicaSpecs.Launcher.env[OMPI_MCA_plm_rsh_agent]",
+        "spec.mpiReplicaSpecs.Launcher.env[I_MPI_HYDRA_BOOTSTRAP]",
+        "spec.mpiReplicaSpecs.Launcher.env[I_MPI_HYDRA_BOOTSTRAP_EXEC]",
+    ]
+    # The controller's objects: the hostfile of the Workers' slots, and the ssh key.
+    trainjob = decode_trainjob(conversion.trainjob)
+    trainjob.metadata.uid = "uid-1"
+    plan = reconcile_trainjob(
+        trainjob,
+        decode_runtime(conversion.runtime),
+        Observed(),
+        datetime(2026, 1, 1, tzinfo=UTC),
+        KEY_PAIR,
+    )
+    made = {
+        (a.kind.kind, a.manifest["metadata"]["name"]): a.manifest
+        for a in plan.actions
+        if isinstance(a, ApplyObject)
+    }
+    hostfile = made[("ConfigMap", "mpi-regression-mpi-hostfile")]["data"]["hostfile"]
+    assert hostfile == (
+        "mpi-regression-node-0-0.mpi-regression slots=2\n"
+        "mpi-regression-node-0-1.mpi-regression slots=2\n"
+    )
+
+
+MPI_HOROVOD = """
+apiVersion: kubeflow.org/v1
+kind: MPIJob
+metadata: {name: hvd}
+spec:
+  slotsPerWorker: 1
+  mainContainer: trainer
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - name: trainer
+              image: registry.local/hvd:1
+              command: [horovodrun, --host-discovery-script, /etc/mpi/discover_hosts.sh,
+                        -H, "hvd-worker-0:1,hvd-worker-1:1", python3, train.py]
+              env: [{name: I_MPI_HYDRA_BOOTSTRAP, value: ssh}]
+              resources: {limits: {nvidia.com/gpu: 1}}
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          securityContext: {runAsUser: 2000}
+          containers:
+            - name: trainer
+              image: registry.local/hvd:1
+              command: [python3, serve.py]
+              resources: {limits: {nvidia.com/gpu: 4}}
+"""
+
+
+def test_what_an_mpijob_says_that_ssh_cannot_is_named() -> None:
+    conversion = convert(load(MPI_HOROVOD))
+    assert conversion.runtime is not None
+    assert conversion.runtime["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] is True
+    launcher = "spec.mpiReplicaSpecs.Launcher"
+    worker = "spec.mpiReplicaSpecs.Worker.template.spec.containers[0]"
+    assert paths(conversion) == [
+        "spec.mainContainer",
+        f"{launcher}.template.spec.containers[0].securityContext.runAsUser",
+        f"{launcher}.template.spec.containers[0].command",  # discover_hosts.sh, v1 pods
+        f"{worker}.securityContext.runAsUser",  # 2000: not the key's user
+        f"{worker}.command",  # not sshd
+        "spec.mpiReplicaSpecs.Launcher.env[OMPI_MCA_plm_rsh_agent]",
+        # I_MPI_HYDRA_BOOTSTRAP is the template's own: kept, not lost
+        "spec.mpiReplicaSpecs.Launcher.env[I_MPI_HYDRA_BOOTSTRAP_EXEC]",
+        "spec.slotsPerWorker",  # 1 with 4 GPUs: the runtime gives 4 slots
+        launcher,  # a GPU launcher is a node, but last in the hostfile
+    ]
+    found = next(
+        str(loss) for loss in conversion.losses if loss.path.endswith("containers[0].command")
+    )
+    assert "/etc/mpi/discover_hosts.sh, hvd-worker-0, hvd-worker-1" in found
 
 
 def test_addresses_are_rewritten_whole_names_only() -> None:

@@ -31,8 +31,9 @@ def command(job_file: Path, strict: bool) -> None:
     A PyTorchJob, JAXJob or XGBoostJob runs on Trainer's torch-distributed,
     jax-distributed or xgboost-distributed runtime when its template fits a TrainJob;
     any other job gets a TrainingRuntime of its own, printed before the TrainJob, that
-    carries its replica templates. Multi-document YAML on standard output, ready for
-    `kubectl apply --server-side -f -`.
+    carries its replica templates (an MPIJob's with mlPolicy.mpi: the launcher's
+    mpirun reaches the Workers over ssh, with the runtime's hostfile). Multi-document
+    YAML on standard output, ready for `kubectl apply --server-side -f -`.
 
     Every field that has no TrainJob form is named on standard error, with its JSON
     path (a restartPolicy ExitCode, cleanPodPolicy, ttlSecondsAfterFinished, env the

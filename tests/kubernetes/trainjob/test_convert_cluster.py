@@ -12,12 +12,15 @@ value as the kubelet expands it (the completion index from the downward API,
 `$(VAR)` references), every v1 pod address read as the JobSet pod it became
 (tests/core/test_convert.py checks the same on the JobSet the core plans; this is
 the JobSet the real controllers made pods of). What `tfjob convert` names lost is
-left out of the env comparison. Every job runs at once, in one namespace.
+left out of the env comparison, except for the MPIJob, compared whole. Every job runs
+at once, in one namespace.
 
-An MPIJob's conversion keeps its shape, its pods' commands and its verdict (the
-launcher decides), but not what lets the launcher's mpirun reach the workers
-(kubexec.sh, the hostfile: named lost): on a real cluster its ranks would not start
-in the workers.
+An MPIJob's TrainJob (an MPI runtime: core/convert/mpi.py) reaches its workers over
+ssh where the v1 launcher uses kubexec.sh: its launcher has the v1 launcher's env but
+for the variables naming kubexec.sh (not set: ssh is the default) and with the MPI
+runtime's own; its workers run sshd where v1's sleep; the hostfile ConfigMap lists
+the v1 hostfile's workers as their JobSet pods, with the same slots, mounted at
+/etc/mpi/hostfile on the launcher, and the ssh key Secret is mounted on every pod.
 """
 
 from __future__ import annotations
@@ -38,7 +41,13 @@ from testkit.jobset import JobSetManager
 from testkit.operators import Operators
 from testkit.trainjob_fixtures import install_trainer_api
 from testkit.trainjobs import TrainJobs
-from tests.core.test_convert import expand, expected_value, where_each_pod_goes
+from tests.core.test_convert import (
+    MPI_KUBEXEC_ENV,
+    as_converted,
+    expand,
+    expected_value,
+    where_each_pod_goes,
+)
 from tfjob.core.convert import convert
 from tfjob.frameworks.load import load_jobs
 
@@ -139,6 +148,8 @@ def test_each_kinds_conversion_ends_as_the_v1_job_with_the_same_pods(
         _same_pods(
             example, job, conversion, seen[(example, "v1")], seen[(example, "new")], trainjobs
         )
+        if kind == "MPIJob":
+            _same_mpi_parts(control_plane, namespace, job, seen[(example, "new")])
 
 
 def _full(pods: list[dict[str, Any]], count: int) -> list[dict[str, Any]] | None:
@@ -192,10 +203,13 @@ def _same_pods(
         old = _training_container(pod)
         got = _expanded_env(new[(rjob, k)], k, old["name"])
         container = got.pop("")
+        old = as_converted(job, t, old)
         for key in ("image", "command", "args", "workingDir"):
             assert container.get(key) == old.get(key), (example, t, i, key)
+        if job.kind == "MPIJob":
+            assert not set(MPI_KUBEXEC_ENV) & set(got), (example, t, i)
         for var in old.get("env") or []:
-            if var["name"] in lost:
+            if var["name"] in lost and job.kind != "MPIJob":
                 continue
             want = dict(var)
             if "value" in want:
@@ -203,6 +217,43 @@ def _same_pods(
                 if node and var["name"].endswith("_PORT") and want["value"] in V1_PORTS:
                     want["value"] = "29500"
             assert got.get(var["name"]) == want, (example, t, i, var["name"])
+
+
+def _same_mpi_parts(
+    plane: ControlPlane, namespace: str, job: Any, new_pods: list[dict[str, Any]]
+) -> None:
+    """The hostfile lists the v1 hostfile's workers as the JobSet pods they became,
+    with the same slots, and is mounted on the launcher; the ssh key Secret is made and
+    mounted on every pod at the runtime's sshAuthMountPath."""
+    name = job.metadata.name
+    status, v1_config = plane.request(
+        "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}-config"
+    )
+    assert status == 200, v1_config
+    want = re.sub(
+        rf"\b{name}-worker-(\d+)\b", rf"{name}-node-0-\1.{name}", v1_config["data"]["hostfile"]
+    )
+    status, hostfile = plane.request(
+        "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}-mpi-hostfile"
+    )
+    assert status == 200, hostfile
+    assert hostfile["data"]["hostfile"] == want
+    status, secret = plane.request(
+        "GET", f"/api/v1/namespaces/{namespace}/secrets/{name}-mpi-ssh-auth"
+    )
+    assert status == 200, secret
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    assert set(secret["data"]) == {"ssh-privatekey", "ssh-publickey"}
+    for pod in new_pods:
+        rjob = pod["metadata"]["labels"][RJOB]
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert volumes["mpi-ssh-auth"]["secret"]["secretName"] == f"{name}-mpi-ssh-auth"
+        [node] = [c for c in pod["spec"]["containers"] if c["name"] == "node"]
+        mounts = {m["mountPath"]: m["name"] for m in node["volumeMounts"]}
+        assert mounts["/home/mpiuser/.ssh"] == "mpi-ssh-auth", rjob
+        if rjob == "launcher":
+            assert volumes["mpi-hostfile"]["configMap"]["name"] == f"{name}-mpi-hostfile"
+            assert mounts["/etc/mpi"] == "mpi-hostfile"
 
 
 def _training_container(pod: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,9 @@ A PyTorchJob, JAXJob or XGBoostJob running one template on every replica becomes
 trainer nodes of a torch, jax or xgboost runtime (nodes.py): the shipped one when the
 template fits the TrainJob, else a TrainingRuntime of the same kind beside it. Every
 other job becomes a TrainingRuntime of its own with a replicated Job per replica type
-(replicas.py). What has no TrainJob form is listed, field by field (losses.py).
+(replicas.py); an MPIJob's has `mlPolicy.mpi`, so that mpirun reaches its Workers over
+ssh with the runtime's hostfile (mpi.py). What has no TrainJob form is listed, field
+by field (losses.py).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from typing import Any
 from tfjob.api.types import Job
 from tfjob.core.convert import target
 from tfjob.core.convert.losses import Loss, restart_loss, run_policy_losses, spec_field_losses
+from tfjob.core.convert.mpi import has_workers
 from tfjob.core.convert.nodes import convert_nodes, fits_shipped, one_program
 from tfjob.core.convert.replicas import convert_replicas
+from tfjob.frameworks.mpi import MPIJob
 from tfjob.frameworks.registry import framework_of
 
 #: Spec fields a conversion maps (besides runPolicy and the replica specs), by kind.
@@ -45,7 +49,10 @@ def convert(job: Job) -> Conversion:
     losses = run_policy_losses(
         job.spec.run_policy, job.spec.run_policy.managed_by or job.spec.managed_by
     )
-    losses += spec_field_losses(job, framework, _MAPPED.get(framework.kind, ()))
+    mapped = _MAPPED.get(framework.kind, ())
+    if isinstance(job, MPIJob) and has_workers(job):
+        mapped = ("slotsPerWorker",)  # numProcPerNode of the runtime's mlPolicy.mpi
+    losses += spec_field_losses(job, framework, mapped)
     for t, spec in job.spec.replica_specs.items():
         loss = restart_loss(f"spec.{framework.spec_field}.{t}", spec.restart_policy)
         if loss is not None:

@@ -12,8 +12,9 @@ every task's pod the TFJob's TF_CONFIG, its task index expanded from the pod's
 completion index (frameworks/mlpolicy/tensorflow.py, decision 0034), which a value
 in the template could not say for a type of several pods. The job succeeds as the v1
 job does when the kind has a master type (Chief, Master, Launcher): when its pods
-have; without one, when every pod has. No job is the trainer step, so the TrainJob
-names the runtime and overrides nothing.
+have; without one, when every pod has. The TrainJob names the runtime and overrides
+nothing. An MPIJob with Workers gets an MPI runtime instead (mpi.py: `mlPolicy.mpi`,
+the Workers as its `node` job, reached over ssh).
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ from typing import Any
 from tfjob.api.names import replica_key
 from tfjob.api.training_runtime import FRAMEWORK_LABEL
 from tfjob.api.types import Job
-from tfjob.core.convert import target
+from tfjob.core.convert import mpi, target
 from tfjob.core.convert.env import address_rewriter, derive
 from tfjob.core.convert.losses import Loss
-from tfjob.core.convert.mpi import mpi_parts
 from tfjob.frameworks.framework import Framework
 from tfjob.frameworks.mlpolicy import tensorflow
 from tfjob.frameworks.mlpolicy.base import NODE, upsert_env
@@ -59,8 +59,13 @@ def convert_replicas(job: Job, framework: Framework[Job]) -> ReplicaConversion:
                 "every pod has",
             )
         )
+    if isinstance(job, MPIJob) and mpi.has_workers(job):
+        ssh = mpi.over_ssh(job, jobs)
+        runtime = target.training_runtime(job, ssh.ml_policy, ssh.jobset)
+        trainjob = target.trainjob(job, target.own_runtime_ref(job), {})
+        return ReplicaConversion(trainjob, runtime, losses + ssh.losses)
     if isinstance(job, MPIJob):
-        losses.extend(mpi_parts(job, jobs, framework.container_name))
+        losses.extend(mpi.mpi_parts(job, jobs, framework.container_name))
     runtime = target.training_runtime(job, None, jobset)
     if framework.kind == "TFJob":
         runtime["metadata"]["labels"] = {FRAMEWORK_LABEL: tensorflow.FRAMEWORK}
