@@ -61,6 +61,16 @@ class Pair:
     conversion: str  # the YAML `tfjob convert` printed
     losses: list[str]  # what it named lost, one line each
 
+    def same_reports(self, prefix: str) -> list[dict[str, Any]]:
+        """Both runs succeeded and printed the same `<prefix> {json}` reports
+        (normalised): those reports."""
+        assert self.original.returncode == 0, self.original.output[-3000:]
+        assert self.converted.returncode == 0, self.converted.output[-3000:]
+        reports = self.original.reports(prefix)
+        assert reports, f"the original printed no {prefix}"
+        assert self.converted.reports(prefix) == reports
+        return reports
+
 
 def run_both(example: Path, tmp_path: Path) -> Pair:
     """Convert `example` (a v1 job's YAML) and run it and its conversion at once."""
