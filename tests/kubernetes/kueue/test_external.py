@@ -503,7 +503,8 @@ def test_gang_groups_come_on_admission_with_the_admitted_sizes_and_place_whole(
     wait_for(lambda: _true(queued, "elastic", "Admitted"), message="Kueue to admit elastic")
     admission = queued.workload("elastic")["status"]["admission"]  # type: ignore[index]
     assert [ps["count"] for ps in admission["podSetAssignments"]] == [2], admission
-    wait_for(lambda: queued.gang_groups("elastic"), message="elastic's gang groups")
+    # The native gang's Workload, then its PodGroup: both, not just the first made.
+    wait_for(lambda: len(queued.gang_groups("elastic")) == 2, message="elastic's gang groups")
     assert _gang_sizes(queued, "elastic") == [2, 2]
     wait_for(lambda: len(queued.pods("elastic")) == 2, message="elastic's 2 pods")
 
