@@ -337,37 +337,55 @@ def test_each_host_name_maps_to_its_own_port_even_when_one_prefixes_another() ->
 
 # Every TF task binds the address TF_CONFIG gives it, then reaches every other task at
 # the address TF_CONFIG names and waits to be reached by all of them: a barrier over
-# the cluster TensorFlow would use.
+# the cluster TensorFlow would use. Then, as in parameter-server training, the chief
+# alone exits: every other task prints its line, tells the chief, and serves until
+# stopped; the chief exits once every other task has told it (so every line is out).
 TF_TASK = """
 import json, os, socket, time
 config = json.loads(os.environ["TF_CONFIG"])
 task = config["task"]
 addresses = [a for t in config["cluster"].values() for a in t]
 own = config["cluster"][task["type"]][task["index"]]
+chief = config["cluster"]["chief"][0]
 host, port = own.rsplit(":", 1)
 assert port == os.environ["TFJOB_PORT"], (own, os.environ["TFJOB_PORT"])
-server = socket.create_server((host, int(port)), backlog=len(addresses))
-for peer in addresses:
-    if peer == own:
-        continue
+server = socket.create_server((host, int(port)), backlog=2 * len(addresses))
+def reach(peer, word):
     for _ in range(400):
         try:
-            socket.create_connection(tuple(peer.rsplit(":", 1)), timeout=1).close()
-            break
+            with socket.create_connection(tuple(peer.rsplit(":", 1)), timeout=1) as s:
+                s.sendall(word)
+            return
         except OSError:
             time.sleep(0.05)
-    else:
-        raise SystemExit(f"{own} cannot reach {peer}")
-for _ in addresses[1:]:
-    server.accept()[0].close()
-print("TASK", task["type"], task["index"], "of", sorted((t, len(a)) for t, a in config["cluster"].items()))
+    raise SystemExit(f"{own} cannot reach {peer}")
+def heard():
+    conn, words = server.accept()[0], b""
+    with conn:
+        while data := conn.recv(16):
+            words += data
+    return words
+for peer in addresses:
+    if peer != own:
+        reach(peer, b"")
+line = f"TASK {task['type']} {task['index']} of " + str(sorted((t, len(a)) for t, a in config["cluster"].items()))
+if own != chief:
+    for _ in addresses[1:]:
+        heard()
+    print(line, flush=True)
+    reach(chief, b"done")
+    time.sleep(600)
+words = [heard() for _ in range(2 * (len(addresses) - 1))]
+assert sorted(words) == [b""] * (len(addresses) - 1) + [b"done"] * (len(addresses) - 1), words
+print(line, flush=True)
 """
 
 
 def test_the_shipped_tensorflow_runtime_gives_every_task_its_tf_config(tmp_path: Path) -> None:
     """tensorflow-distributed, found by name as on a cluster: a chief, 2 PS, the 3
     workers of numNodes and an evaluator, each its own task in one TF_CONFIG at this
-    machine's ports, all reaching each other; the TrainJob completes."""
+    machine's ports, all reaching each other; the TrainJob completes with its chief,
+    the other tasks still serving (the run stops them)."""
     trainjob = _trainjob("tf", "tensorflow-distributed", 3, ["python3", "-c", TF_TASK])
     result = _run(tmp_path, trainjob)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -379,6 +397,10 @@ def test_the_shipped_tensorflow_runtime_gives_every_task_its_tf_config(tmp_path:
         for i in range(n)
     }
     assert _condition(tmp_path / "run")[0] == "Complete"
+    # The chief's Job alone succeeded: the others' tasks were serving when it ended.
+    jobset = fast_yaml.load((tmp_path / "run" / "jobset.yaml").read_text())
+    succeeded = {r["name"]: r["succeeded"] for r in jobset["status"]["replicatedJobsStatus"]}
+    assert succeeded == {"chief": 1, "ps": 0, "node": 0, "evaluator": 0}
 
 
 def test_a_host_name_completed_by_a_reference_maps_as_the_kubelet_expands_it() -> None:

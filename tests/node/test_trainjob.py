@@ -1,8 +1,10 @@
-"""TrainJobs train for real across pods on the node: three examples of examples/trainjob,
+"""TrainJobs train for real across pods on the node: four examples of examples/trainjob,
 torch DDP on Trainer's `torch-distributed`, TensorFlow's MultiWorkerMirroredStrategy on
-the example's workers-only runtime (`tensorflow-distributed` has chief, PS and evaluator
-jobs: the parameter-server shape), Paddle collective on tfjob's `paddle-distributed`,
-each with 2 nodes, run at once in one namespace through the operator from its image,
+the example's workers-only runtime, Paddle collective on tfjob's `paddle-distributed`,
+each with 2 nodes, and TensorFlow's ParameterServerStrategy on tfjob's
+`tensorflow-distributed` (a chief, its 2 PS, 1 worker, an evaluator; the TrainJob ends
+with its chief, and JobSet removes the PS and worker, which serve until stopped),
+run at once in one namespace through the operator from its image,
 JobSet v0.12.0's real controller and webhooks (testkit/node_jobset.py), the node's Job
 controller, kubelet and containerd. Every rendezvous address is a JobSet host name
 (`<trainjob>-node-0-<i>.<trainjob>`) that CoreDNS resolves through the JobSet's
@@ -18,7 +20,11 @@ libgomp, which paddle loads and the base lacks. The examples' code is mounted fr
 the repository at /examples, where the TrainJobs' `../<framework>/...` commands point.
 Those mounts (a runtime patch, as a user adds volumes), the image, the interpreter's
 path and HOME are all that is changed in the example files; torch runs one process
-per node (`numProcPerNode: 1`, the example has 2) to keep the test short."""
+per node (`numProcPerNode: 1`, the example has 2) and the parameter-server TrainJob
+one worker (`numNodes: 1`, the example has 2) to keep the test short; its pods also
+mount one host folder at /models (MODEL_DIR), where the evaluator reads the chief's
+checkpoints, and stop within 2 s when deleted (the program, the container's PID 1,
+ignores SIGTERM)."""
 
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +44,7 @@ import yaml
 from lightkube import Client
 
 from testkit.controlplane import ControlPlaneError, ControlPlaneUnavailable
+from testkit.helpers import wait_for
 from testkit.jobset import JobSetManager
 from testkit.node import Node
 from testkit.node_jobset import as_control_plane, start_jobset
@@ -46,6 +54,9 @@ from tests.node.conftest import REPO, kubectl, unavailable
 EXAMPLES = REPO / "examples"
 TRAINJOB_EXAMPLES = EXAMPLES / "trainjob"
 FRAMEWORKS = ("torch", "tensorflow", "paddle")
+#: The replicated jobs of tensorflow-distributed (manifests/overlays/tfjob-runtimes).
+PS_JOBS_BY_TASK = {"chief": "chief", "ps": "ps", "worker": "node", "evaluator": "evaluator"}
+PS_JOBS = tuple(PS_JOBS_BY_TASK.values())
 PATCH_MANAGER = "tfjob.test/host-python"
 FINISH_LIMIT = 600.0
 
@@ -110,8 +121,17 @@ def _serves_trainjob(node: Node) -> bool:
     return False
 
 
-def on_node(path: Path, image: str, prefix: Path, libgomp: Path) -> dict[str, Any]:
-    """The example's TrainJob, run with the host's frameworks (module docstring)."""
+def on_node(
+    path: Path,
+    image: str,
+    prefix: Path,
+    libgomp: Path,
+    jobs: tuple[str, ...] = ("node",),
+    models: Path | None = None,
+) -> dict[str, Any]:
+    """The example's TrainJob, run with the host's frameworks (module docstring), on
+    the pods of replicated jobs `jobs`; with `models`, that host folder is every pod's
+    /models and MODEL_DIR (one folder for the chief's checkpoints and the evaluator)."""
     trainjob: dict[str, Any] = next(
         d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "TrainJob"
     )
@@ -135,6 +155,9 @@ def on_node(path: Path, image: str, prefix: Path, libgomp: Path) -> dict[str, An
         ("examples", str(EXAMPLES), "/examples", "Directory"),
         ("libgomp", str(libgomp), str(libgomp), "File"),
     ]
+    if models is not None:
+        mounts.append(("models", str(models), "/models", "Directory"))
+        trainer["env"].append({"name": "MODEL_DIR", "value": "/models"})
     pod = {
         "volumes": [
             {"name": name, "hostPath": {"path": host, "type": kind}}
@@ -144,16 +167,17 @@ def on_node(path: Path, image: str, prefix: Path, libgomp: Path) -> dict[str, An
             {
                 "name": "node",
                 "volumeMounts": [
-                    {"name": name, "mountPath": at, "readOnly": True} for name, _, at, _ in mounts
+                    {"name": name, "mountPath": at, "readOnly": name != "models"}
+                    for name, _, at, _ in mounts
                 ],
             }
         ],
     }
-    replicated = {"name": "node", "template": {"spec": {"template": {"spec": pod}}}}
+    replicated = [{"name": job, "template": {"spec": {"template": {"spec": pod}}}} for job in jobs]
     trainjob["spec"]["runtimePatches"] = [
         {
             "manager": PATCH_MANAGER,
-            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [replicated]}}},
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": replicated}}},
         }
     ]
     return trainjob
@@ -178,6 +202,7 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     trainjob_cluster: JobSetManager,
     base_image: str,
     namespace: str,
+    tmp_path: Path,
 ) -> None:
     prefix, libgomp = host_python(), host_libgomp()
     jobs = TrainJobs(as_control_plane(node), namespace)
@@ -195,8 +220,20 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     jobs.create_runtime(tf_runtime)
     tensorflow = example("tensorflow.yaml")
     paddle = example("paddle.yaml")
+    models = tmp_path / "models"
+    models.mkdir()
+    ps = on_node(
+        TRAINJOB_EXAMPLES / "tensorflow-ps.yaml", base_image, prefix, libgomp, PS_JOBS, models
+    )
+    ps["spec"]["trainer"]["numNodes"] = 1  # one worker (the runtime fixes 2 PS)
+    for patch in ps["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
+        "replicatedJobs"
+    ]:
+        # The program is the container's PID 1, which ignores SIGTERM: without this, the
+        # PS and worker pods JobSet deletes would take the default 30 s to go.
+        patch["template"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 2
     started = time.monotonic()
-    for trainjob in (torch, tensorflow, paddle):
+    for trainjob in (torch, tensorflow, paddle, ps):
         jobs.create(trainjob)
 
     outcomes = {
@@ -204,14 +241,14 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
             trainjob["metadata"]["name"],
             timeout=max(1.0, FINISH_LIMIT - (time.monotonic() - started)),
         )
-        for trainjob in (torch, tensorflow, paddle)
+        for trainjob in (torch, tensorflow, paddle, ps)
     }
-    print(f"three TrainJobs finished in {time.monotonic() - started:.0f} s")
+    print(f"four TrainJobs finished in {time.monotonic() - started:.0f} s")
     for name, condition in outcomes.items():
         assert condition["type"] == "Complete", f"{name}: {condition}\n{_logs(jobs, name)}"
 
     # Each node in a pod of its own, with an address of its own.
-    for name in outcomes:
+    for name in (n for n in outcomes if n != ps["metadata"]["name"]):
         pods = jobs.pods(name)
         assert [p["metadata"]["name"].rsplit("-", 1)[0] for p in pods] == [
             f"{name}-node-0-0",
@@ -262,6 +299,45 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     assert first["loss"] == second["loss"] < 0.1
     env = _env_of(jobs.pods(name)[0])
     assert env["PADDLE_MASTER"] == f"{name}-node-0-0.{name}:36543"
+
+    # Parameter servers: the TrainJob completed with its chief (the runtime's success
+    # policy); JobSet then deleted the Jobs still running, PS and worker, with their
+    # pods. The chief (and the evaluator, which ends as soon as it has scored the final
+    # checkpoint, so most likely before the chief) ended by themselves.
+    name = ps["metadata"]["name"]
+    serving = (f"{name}-ps-", f"{name}-node-")
+
+    def only_chief_and_evaluator() -> list[dict[str, Any]] | None:
+        pods = jobs.pods(name)
+        return None if any(p["metadata"]["name"].startswith(serving) for p in pods) else pods
+
+    left = wait_for(
+        only_chief_and_evaluator, timeout=120, interval=0.5, message=f"{name}'s PS and worker to go"
+    )
+    ended = datetime.fromisoformat(outcomes[name]["lastTransitionTime"]).timestamp()
+    print(f"PS and worker pods gone {time.time() - ended:.0f} s after the TrainJob ended")
+    assert not [j for j in jobs.jobs(name) if j["metadata"]["name"].startswith(serving)]
+    assert f"{name}-chief-0-0" in [p["metadata"]["name"].rsplit("-", 1)[0] for p in left]
+    assert {p["status"]["phase"] for p in left} == {"Succeeded"}
+    chief = reports(kube, jobs, name, "TFJOB_REPORT")[f"{name}-chief-0-0"]
+    tasks = {"chief": 1, "evaluator": 1, "ps": 2, "worker": 1}
+    assert chief["cluster_spec"] == {
+        task: [f"{name}-{PS_JOBS_BY_TASK[task]}-0-{i}.{name}:2222" for i in range(n)]
+        for task, n in tasks.items()
+    }
+    # The chief's variables lived on both PS, steps ran on the worker and the loss fell;
+    # the evaluator, reading the shared folder, scored the final checkpoint.
+    assert chief["variable_devices"] == [
+        "/job:ps/replica:0/task:0/device:CPU:0",
+        "/job:ps/replica:0/task:1/device:CPU:0",
+    ]
+    assert chief["losses"][-1] < chief["losses"][0] / 10, chief["losses"]
+    assert chief["all_workers_in_last_round"] is True
+    assert len(chief["steps_per_pipeline"]) == 1  # the one worker's input pipeline
+    assert chief["global_step"] == sum(chief["steps_per_pipeline"].values())
+    assert chief["checkpoint"].startswith("/models/")
+    assert chief["final_eval_step"] == chief["global_step"]
+    assert chief["final_eval_loss"] < 0.05
 
 
 def _logs(jobs: TrainJobs, name: str, lines: int = 40) -> str:

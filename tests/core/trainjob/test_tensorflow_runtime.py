@@ -129,6 +129,17 @@ def test_every_task_runs_the_trainjobs_program_and_listens() -> None:
         assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
 
 
+def test_the_jobset_completes_with_its_chief() -> None:
+    """As a TFJob with a chief succeeds when its chief does (PS and workers serve until
+    stopped), the JobSet completes when the chief's Job does; JobSet then deletes the
+    Jobs still running."""
+    jobset = jobset_of(
+        trainjob("tensorflow-distributed", trainer=TRAINER),
+        load(RUNTIMES / "tensorflow-distributed.yaml"),
+    )
+    assert jobset["spec"]["successPolicy"] == {"operator": "Any", "targetReplicatedJobs": ["chief"]}
+
+
 def workers_only(port: dict[str, Any] | None = None) -> TrainingRuntime:
     container: dict[str, Any] = {"name": "node", "image": "tensorflow/tensorflow:2.16.1"}
     if port is not None:
