@@ -79,6 +79,17 @@ def install_trainer_api(plane: ControlPlane, kube: Client) -> list[dict[str, Any
         unavailable("Trainer runtimes", exc)
 
 
+@pytest.fixture(scope="module")
+def trainer_api(
+    jobset: JobSetManager, control_plane: ControlPlane, kube: Client
+) -> list[dict[str, Any]]:
+    """Trainer's CRDs as tfjob ships them and the runtimes Trainer ships, for one test
+    file: JobSet's manager first (its webhook checks the JobSets), and before Kueue
+    starts where a file queues TrainJobs (Kueue builds their pod sets from the runtime:
+    tests/kubernetes/kueue/conftest.py's CRD_FIXTURES)."""
+    return install_trainer_api(control_plane, kube)
+
+
 def stop_manager(manager: LoopbackManager, config: pytest.Config) -> None:
     config.stash.get(MANAGERS, {}).pop(manager.name, None)
     manager.stop()

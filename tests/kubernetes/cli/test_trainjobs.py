@@ -21,16 +21,14 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from lightkube import Client
 
 from testkit.cluster import Cluster, Nodes
 from testkit.cluster_cli import Cli, job_document
 from testkit.controlplane import ControlPlane
 from testkit.fake_api import FakeApi
 from testkit.helpers import tfjob, wait_for
-from testkit.jobset import JobSetManager
 from testkit.operators import Operators, RunningOperator
-from testkit.trainjob_fixtures import install_trainer_api, jobset
+from testkit.trainjob_fixtures import jobset, trainer_api
 from testkit.trainjobs import TrainJobs, ending, trainjob
 from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.interfaces.cli import cli as tfjob_cli
@@ -38,7 +36,7 @@ from tfjob.interfaces.cluster_client.jobs_api import AmbiguousJob, JobsApi, NoJo
 from tfjob.interfaces.cluster_client.kinds import TRAINJOB
 from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, TRAINJOBS, jobs_of
 
-__all__ = ["jobset"]  # the shared JobSet manager's fixture (module docstring)
+__all__ = ["jobset", "trainer_api"]  # shared fixtures (testkit/trainjob_fixtures.py)
 
 NS = "team"
 TORCH = "torch-distributed"
@@ -148,14 +146,6 @@ def _yaml(document: dict[str, Any]) -> str:
 
 
 # -- end to end: tfjob's operator, JobSet's controller, kwok ---------------------------
-
-
-@pytest.fixture(scope="module")
-def trainer_api(
-    jobset: JobSetManager, control_plane: ControlPlane, kube: Client
-) -> list[dict[str, Any]]:
-    """Trainer's CRDs as tfjob ships them, and the runtimes Trainer ships."""
-    return install_trainer_api(control_plane, kube)
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from lightkube import Client
 
 from testkit.cluster import Nodes
 from testkit.controlplane import ControlPlane
@@ -37,24 +36,17 @@ from testkit.kueue import (
     workload_condition,
 )
 from testkit.operators import Operators
-from testkit.trainjob_fixtures import install_trainer_api, jobset
+from testkit.trainjob_fixtures import jobset, trainer_api
 from testkit.trainjobs import TrainJobs, ending, trainjob
 
 KUEUE_KINDS = (TRAINJOB,)
 TORCH = "torch-distributed"
 KUEUE_PATCH = "kueue.x-k8s.io/manager"
-__all__ = ["jobset"]  # the session's one JobSet manager (testkit/trainjob_fixtures.py)
+__all__ = ["jobset", "trainer_api"]  # shared fixtures (testkit/trainjob_fixtures.py)
 
 POOL_LABEL = "tfjob.test/pool"
 POOL_TAINT = "tfjob.test/reserved"
 TOLERATION = {"key": POOL_TAINT, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-
-
-@pytest.fixture(scope="module")
-def trainer_api(jobset: JobSetManager, control_plane: ControlPlane, kube: Client) -> None:
-    """Trainer's CRDs and shipped runtimes, before Kueue starts (conftest's
-    CRD_FIXTURES): Kueue builds a TrainJob's pod sets from its runtime."""
-    install_trainer_api(control_plane, kube)
 
 
 @pytest.fixture

@@ -27,11 +27,9 @@ import pytest
 from lightkube import Client
 
 from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, Cluster, Nodes
-from testkit.controlplane import ControlPlane
-from testkit.jobset import JobSetManager
-from testkit.trainjob_fixtures import install_trainer_api, jobset
+from testkit.trainjob_fixtures import jobset, trainer_api
 
-__all__ = ["jobset"]  # the session's one JobSet manager (testkit/trainjob_fixtures.py)
+__all__ = ["jobset", "trainer_api"]  # shared fixtures (testkit/trainjob_fixtures.py)
 
 TORCH = "torch-distributed"
 POLL = 1  # seconds between the SDK's GETs (its polling_interval is typed int)
@@ -49,14 +47,6 @@ def trainer_sdk() -> ModuleType:
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     return sdk
-
-
-@pytest.fixture(scope="module")
-def trainer_api(
-    jobset: JobSetManager, control_plane: ControlPlane, kube: Client
-) -> list[dict[str, Any]]:
-    """Trainer's CRDs as tfjob ships them, and the runtimes Trainer ships."""
-    return install_trainer_api(control_plane, kube)
 
 
 @pytest.fixture(scope="module")

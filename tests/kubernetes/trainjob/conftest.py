@@ -30,10 +30,10 @@ from lightkube import Client
 from testkit.controlplane import ControlPlane
 from testkit.jobset import JobSetManager
 from testkit.trainer import TrainerManager
-from testkit.trainjob_fixtures import MANAGERS, jobset, start_manager, stop_manager
+from testkit.trainjob_fixtures import MANAGERS, jobset, start_manager, stop_manager, trainer_api
 from testkit.trainjobs import TrainJobs
 
-__all__ = ["jobset"]  # testkit/trainjob_fixtures.py: one JobSet manager, shared by folders
+__all__ = ["jobset", "trainer_api"]  # testkit/trainjob_fixtures.py: shared by folders
 
 
 @pytest.hookimpl(wrapper=True)

@@ -16,25 +16,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lightkube import Client
 
 from testkit.cluster import Nodes
-from testkit.controlplane import ControlPlane
 from testkit.helpers import wait_for
-from testkit.jobset import JobSetManager
 from testkit.operators import Operators, RunningOperator
-from testkit.trainjob_fixtures import install_trainer_api
 from testkit.trainjobs import TrainJobs, ending, trainjob
 
 TORCH = "torch-distributed"
-
-
-@pytest.fixture(scope="module")
-def trainer_api(
-    jobset: JobSetManager, control_plane: ControlPlane, kube: Client
-) -> list[dict[str, Any]]:
-    """Trainer's API for tfjob (testkit/trainjob_api.py): its shipped runtimes."""
-    return install_trainer_api(control_plane, kube)
 
 
 @pytest.fixture
