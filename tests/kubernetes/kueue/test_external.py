@@ -43,22 +43,6 @@ def kind(request: pytest.FixtureRequest) -> str:
     return name
 
 
-def _add_nodes(queued: QueuedJobs, nodes: Nodes, count: int, **node: Any) -> list[str]:
-    """`nodes.add` with NODE_DISK of ephemeral storage on each (kwok keeps the
-    allocatable a Ready node's status says)."""
-    added = nodes.add(count, **node)
-    for name in added:
-        room = {"ephemeral-storage": NODE_DISK}
-        status, body = queued.plane.request(
-            "PATCH",
-            f"/api/v1/nodes/{name}/status",
-            body={"status": {"allocatable": room, "capacity": room}},
-            headers={"Content-Type": "application/merge-patch+json"},
-        )
-        assert status == 200, body
-    return added
-
-
 def _true(queued: QueuedJobs, name: str, kind: str) -> bool:
     found = workload_condition(queued.workload(name), kind)
     return found is not None and found["status"] == "True"
@@ -100,8 +84,8 @@ def _spec_managers(workload: dict[str, Any]) -> set[str]:
 def test_a_job_runs_once_kueue_admits_the_workload_tfjob_made(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
-    pool = _add_nodes(queued, nodes, 2, cpu="2", labels={POOL_LABEL: "a"})
-    _add_nodes(queued, nodes, 1, cpu="8")  # roomy, but not the flavour's
+    pool = nodes.add(2, cpu="2", labels={POOL_LABEL: "a"}, ephemeral_storage=NODE_DISK)
+    nodes.add(1, cpu="8", ephemeral_storage=NODE_DISK)  # roomy, but not the flavour's
     flavor = queues.flavor("pool-a", nodeLabels={POOL_LABEL: "a"})
     queue = queues.queue(cpu="4", flavor=flavor)
     operators.start(EXTERNAL)
@@ -135,7 +119,9 @@ def test_a_job_runs_once_kueue_admits_the_workload_tfjob_made(
 def test_a_job_beyond_the_quota_waits_suspended_with_no_pod_until_the_first_ends(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
-    _add_nodes(queued, nodes, 2, cpu="4")  # room for both: only Kueue's quota holds one back
+    nodes.add(
+        2, cpu="4", ephemeral_storage=NODE_DISK
+    )  # room for both: only Kueue's quota holds one back
     queue = queues.queue(cpu="4")
     operators.start(EXTERNAL)
 
@@ -167,7 +153,7 @@ def test_a_job_beyond_the_quota_waits_suspended_with_no_pod_until_the_first_ends
 def test_preemption_suspends_the_low_job_and_it_resumes_to_success(
     queued: QueuedJobs, queues: Queues, operators: Operators, nodes: Nodes
 ) -> None:
-    _add_nodes(queued, nodes, 2, cpu="4")
+    nodes.add(2, cpu="4", ephemeral_storage=NODE_DISK)
     low = queues.priority_class("low", 100)
     high = queues.priority_class("high", 1000)
     queue = queues.queue(cpu="4", preemption={"withinClusterQueue": "LowerPriority"})
@@ -209,7 +195,7 @@ def test_a_waiting_job_resized_gets_its_workload_rewritten_and_admitted(
     """A job waiting for quota changes its replicas: tfjob rewrites its Workload's
     podSets (Kueue allows that while the Workload holds no quota) and Kueue admits
     the smaller job into the room left."""
-    _add_nodes(queued, nodes, 2, cpu="4")
+    nodes.add(2, cpu="4", ephemeral_storage=NODE_DISK)
     queue = queues.queue(cpu="6")
     operators.start(EXTERNAL)
 
@@ -244,7 +230,7 @@ def test_a_running_job_resized_is_stopped_and_requeued_with_a_new_workload(
     """An admitted Workload's podSets are immutable (Kueue's webhook): a running job
     that changes its replicas no longer matches it, so tfjob stops the job, deletes
     that Workload and makes a new one, which Kueue admits."""
-    _add_nodes(queued, nodes, 2, cpu="4")
+    nodes.add(2, cpu="4", ephemeral_storage=NODE_DISK)
     queue = queues.queue(cpu="4")
     operators.start(EXTERNAL)
 
@@ -277,7 +263,7 @@ def test_an_mpijob_gets_its_launcher_objects_and_hostfile_only_once_admitted(
     launcher's ConfigMap (hostfile, discover_hosts.sh), ServiceAccount, Role and
     RoleBinding are made only once Kueue admits it: a job waiting for quota holds
     nothing, and the hostfile names the workers that will run."""
-    _add_nodes(queued, nodes, 2, cpu="4")
+    nodes.add(2, cpu="4", ephemeral_storage=NODE_DISK)
     queue = queues.queue(cpu="4")
     operators.start(EXTERNAL)
 
@@ -356,8 +342,10 @@ def test_the_flavours_taint_tolerations_and_labels_place_the_pods_and_go_on_evic
     pods it makes, never in the stored job: once preempted the job holds neither, and
     its pods made again on re-admission carry them once."""
     taint = {"key": SPOT_TAINT, "value": "true", "effect": "NoSchedule"}
-    spot = _add_nodes(queued, nodes, 2, cpu="2", labels={POOL_LABEL: "spot"}, taints=[taint])
-    _add_nodes(queued, nodes, 1, cpu="8")
+    spot = nodes.add(
+        2, cpu="2", labels={POOL_LABEL: "spot"}, taints=[taint], ephemeral_storage=NODE_DISK
+    )
+    nodes.add(1, cpu="8", ephemeral_storage=NODE_DISK)
     toleration = {"key": SPOT_TAINT, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
     flavor = queues.flavor("spot", nodeLabels={POOL_LABEL: "spot"}, tolerations=[toleration])
     low = queues.priority_class("low", 100)
@@ -477,8 +465,8 @@ def test_gang_groups_come_on_admission_with_the_admitted_sizes_and_place_whole(
     group of the admitted size, and the scheduler places that gang whole or not at
     all: the nodes have room for 5 pods, the first job holds 4, so none of the second
     job's pods is bound until the first ends."""
-    _add_nodes(queued, nodes, 1, cpu="4")
-    _add_nodes(queued, nodes, 1, cpu="1")
+    nodes.add(1, cpu="4", ephemeral_storage=NODE_DISK)
+    nodes.add(1, cpu="1", ephemeral_storage=NODE_DISK)
     queue = queues.queue(cpu="6")
     operators.start(EXTERNAL, *GANG)
 
@@ -533,7 +521,7 @@ def test_a_job_managed_by_another_controller_gets_no_workload_from_tfjob(
     Workload (MultiKueue's manager would have Kueue's made), no pods, no status. One
     that names tfjob's own value (kubeflow.org/training-operator) is queued as usual;
     once it runs, the operator has long seen the other (it watches in order)."""
-    _add_nodes(queued, nodes, 1, cpu="4")
+    nodes.add(1, cpu="4", ephemeral_storage=NODE_DISK)
     queue = queues.queue(cpu="4")
     operators.start(EXTERNAL)
 

@@ -125,15 +125,7 @@ def test_a_job_handed_to_multikueue_runs_on_the_worker_and_succeeds_on_the_manag
     try:
         queue = _multikueue_queue(queues, kube, worker_cluster, namespace)
         on_worker.local_queue(on_worker.cluster_queue(cpu="8"), name=queue)
-        for node in worker_nodes.add(1, cpu="8"):
-            room = {"ephemeral-storage": NODE_DISK}
-            status, body = worker_cluster.plane.request(
-                "PATCH",
-                f"/api/v1/nodes/{node}/status",
-                body={"status": {"allocatable": room, "capacity": room}},
-                headers={"Content-Type": "application/merge-patch+json"},
-            )
-            assert status == 200, body
+        worker_nodes.add(1, cpu="8", ephemeral_storage=NODE_DISK)
         operators.start("--kueue-integration=external")
         worker_operator = Operators(worker_cluster.plane.kubeconfig_path, namespace, tmp_path)
         worker_operator.start("--kueue-integration=external")
