@@ -29,6 +29,7 @@ tests/kubernetes/conftest.py).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,16 @@ MARKER_BY_FIXTURE = {
     "kueue": "kueue",
     "jobset": "trainjob",
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``TFJOB_TEST_CPU=<file.json>``: each test's CPU, its processes' included
+    (testkit/cpu_ledger.py), written per worker beside that file."""
+    ledger = os.environ.get("TFJOB_TEST_CPU")
+    if ledger:
+        from testkit.cpu_ledger import CpuLedger
+
+        config.pluginmanager.register(CpuLedger(Path(ledger)), "tfjob-cpu-ledger")
 
 
 @pytest.hookimpl(tryfirst=True)
