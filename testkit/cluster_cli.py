@@ -1,11 +1,20 @@
-"""Driving the cluster commands of the real `tfjob` in child processes."""
+"""Driving the cluster commands of the real `tfjob` in child processes.
+
+A command run to its end (``Cli(...)``) is forked from one process per test worker
+that imported the cluster commands once (testkit/forked_cli.py): still a process of
+its own with the test's environment, without 0.4 CPU-s of interpreter start and
+imports each. A command the test follows, signals or reads while it runs
+(``Cli.start``) is started as a new interpreter.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +24,7 @@ from typing import Any
 import yaml
 
 from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
+from testkit.forked_cli import ForkedCli
 from testkit.helpers import IMAGE, container, pytorchjob, replica, tfjob
 from testkit.tfjob_cli import TFJOB
 from tfjob.api.kinds import KindDeclaration
@@ -89,9 +99,8 @@ class Cli:
         return [*TFJOB, *args, "--kubeconfig", str(self.kubeconfig), "-n", self.namespace]
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.args(*args), capture_output=True, text=True, timeout=LIMIT, env=_env()
-        )
+        command = [*args, "--kubeconfig", str(self.kubeconfig), "-n", self.namespace]
+        return _forked().run(*command, env=_env(), timeout=int(LIMIT))
 
     def start(self, *args: str) -> Running:
         log = self.folder / f"tfjob-{time.monotonic_ns()}.log"
@@ -152,6 +161,31 @@ class Running:
             raise AssertionError(
                 f"tfjob did not end within {timeout} s:\n{self.output()}"
             ) from None
+
+
+#: What every cluster command imports first, imported once before the forks.
+_WARM_UP = "\n".join(
+    f"import tfjob.interfaces.{module}"
+    for module in (
+        "cluster",
+        "get_command",
+        "submit_command",
+        "wait_command",
+        "delete_command",
+        "logs_command",
+        "cluster_client.follow",
+    )
+)
+_forked_cli: list[ForkedCli] = []
+_forked_lock = threading.Lock()
+
+
+def _forked() -> ForkedCli:
+    with _forked_lock:
+        if not _forked_cli:
+            _forked_cli.append(ForkedCli(_WARM_UP))
+            atexit.register(_forked_cli[0].close)
+        return _forked_cli[0]
 
 
 def _env() -> dict[str, str]:

@@ -14,6 +14,8 @@ when the server starts (each run may name its own folder).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,12 +26,16 @@ from types import TracebackType
 from typing import Any
 
 _SERVER = r"""
-import json, os, selectors, sys, traceback
+import json, os, selectors, signal, sys, traceback
 from tfjob.interfaces.cli import main
 
 exec(sys.argv[1])  # the caller's warm-up: what every run would import or build first
 
 def child(request):
+    if request["timeout"]:
+        signal.alarm(request["timeout"])  # SIGALRM ends a run that overstays
+    os.environ.clear()
+    os.environ.update(request["env"])
     os.chdir(request["cwd"])
     for fd, path in ((1, request["out"]), (2, request["err"])):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -109,19 +115,42 @@ class ForkedCli:
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
-    def submit(self, *args: str, cwd: Path) -> Future[subprocess.CompletedProcess[str]]:
-        """Start `tfjob ARGS` in ``cwd``; the future holds its exit code and output."""
+    def submit(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        timeout: int = 0,
+    ) -> Future[subprocess.CompletedProcess[str]]:
+        """Start `tfjob ARGS` in ``cwd`` (the test's folder if None) with ``env`` (the
+        test's environment now if None), killed by SIGALRM (exit -14) after
+        ``timeout`` seconds (0: never); the future holds its exit code and output."""
         future: Future[subprocess.CompletedProcess[str]] = Future()
         with self._lock:
             ident, self._next = self._next, self._next + 1
             out, err = self._folder / f"{ident}.out", self._folder / f"{ident}.err"
             self._waiting[ident] = (future, (list(args), out, err))
-            request = {"id": ident, "argv": list(args), "cwd": str(cwd)}
+            request = {
+                "id": ident,
+                "argv": list(args),
+                "cwd": str(cwd or Path.cwd()),
+                "env": dict(os.environ if env is None else env),
+                "timeout": timeout,
+            }
             assert self._server.stdin is not None
             self._server.stdin.write(json.dumps({**request, "out": str(out), "err": str(err)}))
             self._server.stdin.write("\n")
             self._server.stdin.flush()
         return future
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, timeout: int = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """`tfjob ARGS` to its end, as ``subprocess.run`` with its output captured."""
+        done = self.submit(*args, env=env, timeout=timeout).result()
+        if done.returncode == -signal.SIGALRM:
+            raise subprocess.TimeoutExpired(done.args, timeout, done.stdout, done.stderr)
+        return done
 
     def _read(self) -> None:
         assert self._server.stdout is not None
