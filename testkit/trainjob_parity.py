@@ -6,8 +6,9 @@ A ``Case`` is one TrainJob shape and the steps it goes through. ``run_cases`` cr
 every case's TrainJob in one namespace (named ``<prefix>-<case>``), then polls the
 namespace's TrainJobs and JobSets (two list calls a round) until each case has
 settled at each of its steps: the step's condition holds (a step with a live JobSet:
-its Jobs' counts copied into the TrainJob's status) and neither the TrainJob's status
-nor the JobSet (spec and status) has changed for ``SETTLE`` seconds. At a settled step it records
+its Jobs' counts copied into the TrainJob's status, equal to the JobSet's own) and
+neither the TrainJob's status nor the JobSet (spec and status) has changed for
+``SETTLE`` seconds. At a settled step it records
 the JobSet, the status and the side objects (runtime snapshot, MPI hostfile and ssh
 Secret, PodGroup), with the name and namespace replaced by placeholders and what
 the API server sets on its own left out; then the next step's action (a resume)
@@ -122,9 +123,20 @@ def _running(status: dict[str, Any]) -> bool:
     return bool(jobs) and all(0 < j.get("active", 0) == j.get("ready", 0) for j in jobs)
 
 
+COUNTS = ("active", "ready", "succeeded", "failed", "suspended")
+
+
 def _live(status: dict[str, Any], jobset: dict[str, Any] | None) -> bool:
-    """The JobSet exists and its Jobs' counts are in the TrainJob's status."""
-    return jobset is not None and bool(status.get("jobsStatus"))
+    """The JobSet exists and its Jobs' counts are in the TrainJob's status, as the
+    JobSet has them now (a controller behind under load has not settled yet)."""
+    if jobset is None or not status.get("jobsStatus"):
+        return False
+    mirrored = {j.get("name"): j for j in status["jobsStatus"]}
+    for job in (jobset.get("status") or {}).get("replicatedJobsStatus") or []:
+        copied = mirrored.get(job.get("name"))
+        if copied is None or any(copied.get(c, 0) != job.get(c, 0) for c in COUNTS):
+            return False
+    return True
 
 
 #: When a case has reached each step (the TrainJob's status, its JobSet, seconds since
