@@ -15,35 +15,23 @@ MASTER_PORT, with that port aside).
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from testkit.converted_runs import Pair, Run, run_both
-from testkit.examples import RUN_LIMIT, reports
+from testkit.examples import single_process
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "pytorch"
 REPORT = "PYTORCH_REPORT"
 TOLERANCE = 1e-5  # relative; the all-reduce sums in another order than one process
 
 
-@pytest.fixture(scope="module")
-def single_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@pytest.fixture
+def reference(tmp_path: Path) -> dict[str, Any]:
     """The reference: ddp.py alone, one process, no process group."""
-    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK")}
-    done = subprocess.run(
-        ["python3", str(EXAMPLES / "ddp.py")],
-        cwd=tmp_path_factory.mktemp("single"),
-        capture_output=True,
-        text=True,
-        timeout=RUN_LIMIT,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    (report,) = reports(done.stdout, REPORT)
+    report = single_process(EXAMPLES / "ddp.py", tmp_path, REPORT, ("WORLD_SIZE", "RANK"))
     assert report["world_size"] == 1
     return report
 
@@ -71,9 +59,7 @@ def _trained_together(found: dict[str, dict[str, Any]], reference: dict[str, Any
     assert first["checksum"] == pytest.approx(reference["checksum"], rel=TOLERANCE)
 
 
-def test_ddp_master_and_two_workers_match_one_process(
-    ddp: Pair, single_process: dict[str, Any]
-) -> None:
+def test_ddp_master_and_two_workers_match_one_process(ddp: Pair, reference: dict[str, Any]) -> None:
     pods = ["pytorch-ddp-master-0", "pytorch-ddp-worker-0", "pytorch-ddp-worker-1"]
     found = ddp.original.pod_reports(pods, REPORT)
     # RANK: the Master 0, Worker i i+1; WORLD_SIZE 3; one MASTER_ADDR:MASTER_PORT,
@@ -83,7 +69,7 @@ def test_ddp_master_and_two_workers_match_one_process(
     masters = {found[p]["master"] for p in pods}
     assert len(masters) == 1 and masters.pop().startswith("127.0.0.1:")
     assert not any(found[p]["torchrun"] for p in pods)
-    _trained_together(found, single_process)
+    _trained_together(found, reference)
 
 
 def test_the_converted_pytorchjob_trains_as_the_original(ddp: Pair) -> None:
@@ -92,7 +78,7 @@ def test_the_converted_pytorchjob_trains_as_the_original(ddp: Pair) -> None:
 
 
 def test_elastic_torchrun_workers_match_one_process(
-    elastic: Pair, single_process: dict[str, Any]
+    elastic: Pair, reference: dict[str, Any]
 ) -> None:
     pods = ["pytorch-elastic-worker-0", "pytorch-elastic-worker-1"]
     found = elastic.original.pod_reports(pods, REPORT)
@@ -102,7 +88,7 @@ def test_elastic_torchrun_workers_match_one_process(
     assert {found[p]["world_size"] for p in pods} == {2}
     endpoints = {found[p]["rdzv_endpoint"] for p in pods}
     assert len(endpoints) == 1 and endpoints.pop().startswith("127.0.0.1:")
-    _trained_together(found, single_process)
+    _trained_together(found, reference)
 
 
 def test_the_converted_elastic_pytorchjob_trains_as_the_original(elastic: Pair) -> None:
