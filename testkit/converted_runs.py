@@ -5,6 +5,10 @@ The example's folder is copied (its scripts with it), the conversion written the
 (a converted template keeps the job's relative `workingDir`, taken from the YAML's
 folder), and both runs start together, each with its own run folder, TMPDIR and
 MODEL_DIR, so they share nothing but the machine.
+
+The pair's original run is the example's own run too: the tests of an example
+(tests/<framework>/test_examples.py) read its pods' reports from `Pair.original`, so
+each example runs once, beside its conversion.
 """
 
 from __future__ import annotations
@@ -19,11 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from testkit.examples import RUN_LIMIT, TFJOB
+from testkit.examples import reports as printed_reports
 
 #: Report fields that differ from run to run whatever the job (process ids, pod
 #: names, folders), dropped before comparing.
 VOLATILE = frozenset({"pid", "pod_name", "model_dir", "tfjob_port"})
-_LOCAL_ADDRESS = re.compile(r"127\.0\.0\.1:\d+")
+#: A port on this machine, taken free at run time (tfjob's, or torchrun's: its
+#: MASTER_ADDR is `localhost`): the port is replaced, the host kept, so a job that
+#: reaches another host than the original still differs.
+_LOCAL_ADDRESS = re.compile(r"\b(127\.0\.0\.1|localhost):\d+\b")
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,29 @@ class Run:
     returncode: int
     output: str
     run_dir: Path
+
+    @property
+    def model_dir(self) -> Path:
+        """The run's MODEL_DIR (the replicas inherit it)."""
+        return self.run_dir.parent / "models"
+
+    @property
+    def tmp_dir(self) -> Path:
+        """The run's TMPDIR (the replicas inherit it)."""
+        return self.run_dir.parent / "tmp"
+
+    def succeeded(self) -> None:
+        assert self.returncode == 0, f"the job did not succeed:\n{self.output[-4000:]}"
+
+    def pod_reports(self, pods: list[str], prefix: str) -> dict[str, dict[str, Any]]:
+        """The job succeeded and each pod printed one `<prefix> {json}` line: those,
+        as printed, by pod."""
+        self.succeeded()
+        found = {}
+        for pod in pods:
+            (report,) = printed_reports((self.run_dir / f"{pod}.log").read_text(), prefix)
+            found[pod] = report
+        return found
 
     def lines(self) -> list[str]:
         """Every line of every pod's log, in pod order."""
@@ -60,12 +91,13 @@ class Pair:
     converted: Run
     conversion: str  # the YAML `tfjob convert` printed
     losses: list[str]  # what it named lost, one line each
+    folder: Path  # the copy of the example's folder, both jobs' working directory
 
     def same_reports(self, prefix: str) -> list[dict[str, Any]]:
         """Both runs succeeded and printed the same `<prefix> {json}` reports
         (normalised): those reports."""
-        assert self.original.returncode == 0, self.original.output[-3000:]
-        assert self.converted.returncode == 0, self.converted.output[-3000:]
+        self.original.succeeded()
+        self.converted.succeeded()
         reports = self.original.reports(prefix)
         assert reports, f"the original printed no {prefix}"
         assert self.converted.reports(prefix) == reports
@@ -77,15 +109,7 @@ def run_both(example: Path, tmp_path: Path) -> Pair:
     original, converted, done = _convert(example, tmp_path)
     finished = _run({"original": original, "converted": converted}, tmp_path)
     losses = [line for line in done.stderr.splitlines() if " lost " in line]
-    return Pair(finished["original"], finished["converted"], done.stdout, losses)
-
-
-def run_converted(example: Path, tmp_path: Path) -> Run:
-    """Convert `example` and run the conversion only: for an example whose runs
-    differ each time (asynchronous training), checked as its own test checks the
-    original, which that test runs already."""
-    _, converted, _ = _convert(example, tmp_path)
-    return _run({"converted": converted}, tmp_path)["converted"]
+    return Pair(finished["original"], finished["converted"], done.stdout, losses, original.parent)
 
 
 def _convert(example: Path, tmp_path: Path) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
@@ -155,5 +179,5 @@ def _normalised(value: Any) -> Any:
     if isinstance(value, float):
         return float(f"{value:.6g}")
     if isinstance(value, str):
-        return _LOCAL_ADDRESS.sub("127.0.0.1:PORT", value)
+        return _LOCAL_ADDRESS.sub(r"\1:PORT", value)
     return value

@@ -10,20 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from testkit import fast_yaml
-from tests.pytorch.test_examples import (
-    RUN_LIMIT,
-    TFJOB,
-    _trained_together,
-    reports,
-    single_process,
-)
+from testkit.examples import RUN_LIMIT, TFJOB, reports
+from tests.pytorch.test_examples import REPORT, _trained_together, reference
 
-__all__ = ["single_process"]  # the fixture, shared with test_examples.py
+__all__ = ["reference"]  # the fixture, shared with test_examples.py
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainjob" / "torch-ddp.yaml"
 
 
 def test_a_torch_trainjob_of_two_nodes_trains_as_one_process(
-    tmp_path: Path, single_process: dict[str, Any]
+    tmp_path: Path, reference: dict[str, Any]
 ) -> None:
     run_dir = tmp_path / "run"
     done = subprocess.run(
@@ -36,7 +31,7 @@ def test_a_torch_trainjob_of_two_nodes_trains_as_one_process(
     assert done.returncode == 0, f"{done.stdout[-4000:]}{done.stderr[-2000:]}"
     found = {}
     for node in ("torch-ddp-node-0-0", "torch-ddp-node-0-1"):
-        for report in reports((run_dir / f"{node}.log").read_text()):
+        for report in reports((run_dir / f"{node}.log").read_text(), REPORT):
             found[(node, report["rank"])] = report
     # torchrun on each node: ranks 0-1 on node 0 (PET_NODE_RANK 0), 2-3 on node 1.
     assert sorted(found) == [
@@ -46,6 +41,6 @@ def test_a_torch_trainjob_of_two_nodes_trains_as_one_process(
     assert all(r["torchrun"] and r["world_size"] == 4 for r in found.values())
     masters = {r["master"] for r in found.values()}
     assert len(masters) == 1 and masters.pop().startswith("127.0.0.1:")
-    _trained_together({f"{n}/{rank}": r for (n, rank), r in found.items()}, single_process)
+    _trained_together({f"{n}/{rank}": r for (n, rank), r in found.items()}, reference)
     final = fast_yaml.load((run_dir / "trainjob.yaml").read_text())
     assert [c["type"] for c in final["status"]["conditions"]] == ["Complete"]

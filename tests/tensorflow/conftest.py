@@ -39,7 +39,8 @@ def tensorflow_check() -> str | None:
     return None
 
 
-@pytest.fixture(autouse=True)
+# Module scope: it must come before the module-scoped fixtures that run tensorflow.
+@pytest.fixture(autouse=True, scope="module")
 def _require_tensorflow(tensorflow_check: str | None) -> None:
     if tensorflow_check is None:
         return

@@ -1,4 +1,6 @@
-"""The TensorFlow examples, run end to end with `tfjob run` as a user would.
+"""The TensorFlow examples, run end to end with `tfjob run` as a user would, each
+beside its `tfjob convert` TrainJob (testkit/converted_runs.py): each example runs once
+for both of its tests (one of the example, one of its conversion).
 
 Each replica prints one `TFJOB_REPORT {json}` line with what TensorFlow parsed from
 TF_CONFIG and what training did (examples/tensorflow/README.md). These tests read the
@@ -6,6 +8,20 @@ replicas' logs in the run folder and check that the cluster TensorFlow saw is th
 the job describes, that the loss fell, and that training really crossed processes, not
 N independent single-process runs. The examples run unmodified; only MODEL_DIR is set
 (inherited by the replicas) so that checkpoints land in the test's temporary folder.
+
+The conversions: the converted runtime is tensorflow's, so every pod finds itself in
+the TFJob's TF_CONFIG, its task index its completion index.
+- multi_worker.yaml (2 workers) and multi_worker_chief.yaml (a chief and 2 workers)
+  train one model with MultiWorkerMirroredStrategy; both runs print the same reports
+  (the cluster, each task's type and index, the weights, every step's loss, which one
+  checkpoints). Before, TF_CONFIG was lost on a type of several pods and the converted
+  workers each trained alone (an empty cluster), and succeeded all the same.
+- parameter_server.yaml: a chief, 2 PS, 2 workers and an evaluator; training is
+  asynchronous (which worker runs which step varies), so the converted run is checked
+  as the TFJob is: the same cluster, the variables on both PS, the loss down tenfold,
+  the evaluator scoring the chief's final checkpoint. (The example's scripts name
+  their checkpoint folder after the job, read from the pod name: `<job>-<type>-<i>` in
+  a TFJob, `<job>-<type>-0-<i>` in a TrainJob.)
 """
 
 from __future__ import annotations
@@ -24,6 +40,8 @@ from typing import Any
 
 import psutil
 import pytest
+
+from testkit.converted_runs import Pair, run_both
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tensorflow"
 TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
@@ -47,20 +65,6 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def _command(example: str, run_dir: Path) -> list[str]:
     return [*TFJOB, "run", str(EXAMPLES / example), "--run-dir", str(run_dir), "--no-view"]
-
-
-def run_example(example: str, tmp_path: Path) -> Path:
-    """`tfjob run` the example to the end; asserts it Succeeded; returns the run folder."""
-    run_dir = tmp_path / "run"
-    done = subprocess.run(
-        _command(example, run_dir),
-        capture_output=True,
-        text=True,
-        timeout=RUN_LIMIT,
-        env=_env(tmp_path),
-    )
-    assert done.returncode == 0, f"{example} did not succeed:\n{done.stdout[-4000:]}"
-    return run_dir
 
 
 def incarnations(run_dir: Path, pod: str) -> list[Incarnation]:
@@ -142,30 +146,58 @@ def check_all_reduce(reports: list[dict[str, Any]]) -> None:
     assert first["final_weights"] == pytest.approx(first["true_weights"], abs=0.05)
 
 
-def check_checkpoint(reports: list[dict[str, Any]], tmp_path: Path) -> None:
+def check_checkpoint(reports: list[dict[str, Any]], model_dir: Path) -> None:
     """Exactly one replica, TensorFlow's chief, kept a checkpoint, under MODEL_DIR."""
     kept = [r for r in reports if r["checkpoint"]]
     assert [r["is_chief"] for r in kept] == [True]
     path = Path(kept[0]["checkpoint"])
-    assert tmp_path / "models" in path.parents
+    assert model_dir in path.parents
     assert Path(f"{path}.index").is_file()
 
 
-@pytest.mark.parametrize(
-    ("example", "job", "counts"),
-    [
+@dataclass(frozen=True)
+class MultiWorker:
+    job: str
+    counts: dict[str, int]
+    pair: Pair
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
         ("multi_worker.yaml", "tf-multi-worker", {"worker": 2}),
         ("multi_worker_chief.yaml", "tf-multi-worker-chief", {"chief": 1, "worker": 2}),
     ],
+    ids=["multi_worker.yaml", "multi_worker_chief.yaml"],
 )
-def test_multi_worker_trains_one_model_across_processes(
-    example: str, job: str, counts: dict[str, int], tmp_path: Path
-) -> None:
-    run_dir = run_example(example, tmp_path)
-    reports = final_reports(run_dir, expected_pods(job, counts))
+def multi_worker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> MultiWorker:
+    """A MultiWorkerMirroredStrategy example and its conversion, run at once."""
+    example, job, counts = request.param
+    pair = run_both(EXAMPLES / example, tmp_path_factory.mktemp(job))
+    return MultiWorker(job, counts, pair)
+
+
+def test_multi_worker_trains_one_model_across_processes(multi_worker: MultiWorker) -> None:
+    original = multi_worker.pair.original
+    original.succeeded()
+    job, counts = multi_worker.job, multi_worker.counts
+    reports = final_reports(original.run_dir, expected_pods(job, counts))
     check_cluster(reports, job, counts)
     check_all_reduce(list(reports.values()))
-    check_checkpoint(list(reports.values()), tmp_path)
+    check_checkpoint(list(reports.values()), original.model_dir)
+
+
+def test_the_converted_multi_worker_tfjob_trains_as_the_original(
+    multi_worker: MultiWorker,
+) -> None:
+    same = multi_worker.pair.same_reports(REPORT.strip())
+    counts = multi_worker.counts
+    tasks = [(kind, i) for kind, n in counts.items() for i in range(n)]
+    assert sorted((r["task_type"], r["task_id"]) for r in same) == tasks
+    cluster = {kind: ["127.0.0.1:PORT"] * n for kind, n in counts.items()}
+    assert all(r["cluster_spec"] == cluster for r in same)
 
 
 PS_JOB = "tf-parameter-server"
@@ -173,7 +205,7 @@ PS_COUNTS = {"chief": 1, "evaluator": 1, "ps": 2, "worker": 2}
 
 
 def check_parameter_server_training(
-    reports: dict[str, dict[str, Any]], tmp_path: Path
+    reports: dict[str, dict[str, Any]], model_dir: Path
 ) -> dict[str, Any]:
     """The coordinator's variables lived on both PS, the loss fell, the side-car evaluator
     scored the final checkpoint. Returns the chief's report."""
@@ -185,7 +217,7 @@ def check_parameter_server_training(
     ]
     assert chief["losses"][-1] < chief["losses"][0] / 10, chief["losses"]
     assert chief["all_workers_in_last_round"] is True
-    assert tmp_path / "models" in Path(chief["checkpoint"]).parents
+    assert model_dir in Path(chief["checkpoint"]).parents
     evaluator = reports[f"{PS_JOB}-evaluator-0"]
     steps = [e["step"] for e in evaluator["evaluations"]]
     assert steps == sorted(steps) and steps[-1] == chief["global_step"]
@@ -196,10 +228,18 @@ def check_parameter_server_training(
     return chief
 
 
-def test_parameter_server_trains_on_workers_with_variables_on_ps(tmp_path: Path) -> None:
-    run_dir = run_example("parameter_server.yaml", tmp_path)
+@pytest.fixture(scope="module")
+def parameter_server(tmp_path_factory: pytest.TempPathFactory) -> Pair:
+    """parameter_server.yaml and its conversion, run at once."""
+    return run_both(EXAMPLES / "parameter_server.yaml", tmp_path_factory.mktemp("ps"))
+
+
+def test_parameter_server_trains_on_workers_with_variables_on_ps(parameter_server: Pair) -> None:
+    original = parameter_server.original
+    original.succeeded()
+    run_dir = original.run_dir
     reports = final_reports(run_dir, expected_pods(PS_JOB, PS_COUNTS))
-    chief = check_parameter_server_training(reports, tmp_path)
+    chief = check_parameter_server_training(reports, original.model_dir)
 
     # Each worker process ran steps (its log shows them under its own pipeline), and
     # the chief got back exactly the steps the two worker logs show.
@@ -212,6 +252,30 @@ def test_parameter_server_trains_on_workers_with_variables_on_ps(tmp_path: Path)
     assert len(counted) == 2
     assert chief["steps_per_pipeline"] == counted
     assert chief["global_step"] == chief["steps"] == sum(counted.values())
+
+
+def test_the_converted_parameter_server_tfjob_trains_as_the_original(
+    parameter_server: Pair,
+) -> None:
+    """The checks the TFJob passes (above), made of the TrainJob's pods."""
+    run = parameter_server.converted
+    run.succeeded()
+    tasks = {(r["task_type"], r["task_id"]): r for r in run.raw_reports(REPORT.strip())}
+    assert sorted(tasks) == [
+        ("chief", 0), ("evaluator", 0), ("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1)
+    ]  # fmt: skip
+    for report in tasks.values():
+        shape = {t: len(a) for t, a in report["cluster_spec"].items()}
+        assert shape == PS_COUNTS
+    chief, evaluator = tasks[("chief", 0)], tasks[("evaluator", 0)]
+    assert chief["variable_devices"] == [
+        "/job:ps/replica:0/task:0/device:CPU:0",
+        "/job:ps/replica:0/task:1/device:CPU:0",
+    ]
+    assert chief["losses"][-1] < chief["losses"][0] / 10, chief["losses"]
+    assert chief["all_workers_in_last_round"] is True
+    assert evaluator["evaluations"][-1]["step"] == chief["global_step"]
+    assert chief["final_eval_loss"] == evaluator["losses"][-1] < 0.05
 
 
 def _replica_processes(pod: str, run: int) -> list[psutil.Process]:
@@ -297,7 +361,7 @@ def test_killed_worker_is_restarted_and_taken_back(tmp_path: Path) -> None:
     assert log.index(MARKER, log.index(REPORT)) < log.rindex(REPORT), "no tfjob marker line"
 
     reports = final_reports(run_dir, expected_pods(PS_JOB, PS_COUNTS))
-    chief = check_parameter_server_training(reports, tmp_path)
+    chief = check_parameter_server_training(reports, tmp_path / "models")
     # The replacement built a new input pipeline and ran steps the chief got back.
     (old,) = first.steps_by_pipeline
     (new,) = second.steps_by_pipeline

@@ -36,7 +36,7 @@ def test_a_tensorflow_trainjob_of_two_workers_trains_one_model(tmp_path: Path) -
     assert [(r["task_type"], r["task_id"]) for r in reports] == [("worker", 0), ("worker", 1)]
     assert [r["is_chief"] for r in reports] == [True, False]
     check_all_reduce(reports)
-    check_checkpoint(reports, tmp_path)
+    check_checkpoint(reports, tmp_path / "models")
 
 
 PS_EXAMPLE = EXAMPLE.with_name("tensorflow-ps.yaml")
