@@ -7,7 +7,6 @@ with its own checkpoints and results."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
@@ -24,7 +23,12 @@ from testkit.node import Node
 from testkit.terminal import run_on_terminal
 from tests.node.conftest import EXAMPLES
 from tests.node.jobs import get_job, pods_of
-from tests.node.tf_results import check_multi_worker, check_parameter_server, model_volume
+from tests.node.tf_results import (
+    check_multi_worker,
+    check_parameter_server,
+    model_volume,
+    reports,
+)
 
 CLUSTER = EXAMPLES / "cluster"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -34,16 +38,6 @@ FOLLOW_LIMIT = 600.0
 @pytest.fixture
 def cli(node: Node, namespace: str, tmp_path: Path) -> Cli:
     return Cli(node.kubeconfig_path, namespace, tmp_path)
-
-
-def reports(logs: str) -> dict[str, dict[str, Any]]:
-    """`[replica] TFJOB_REPORT {...}` lines of `tfjob logs`, by replica (the last one)."""
-    found: dict[str, dict[str, Any]] = {}
-    for line in logs.splitlines():
-        match = re.match(r"\[([a-z]+-\d+)\] TFJOB_REPORT (\{.*\})$", line)
-        if match:
-            found[match.group(1)] = json.loads(match.group(2))
-    return found
 
 
 def replicas_of(path: Path) -> list[str]:

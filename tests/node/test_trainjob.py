@@ -55,6 +55,7 @@ import pytest
 import yaml
 from lightkube import Client
 
+from testkit.cluster_cli import Cli, Running
 from testkit.controlplane import ControlPlaneError, ControlPlaneUnavailable
 from testkit.helpers import wait_for
 from testkit.jobset import JobSetManager
@@ -70,6 +71,7 @@ from tests.node.tf_results import (
     model_volume,
     replica_counts,
 )
+from tests.node.tf_results import reports as tf_reports
 
 EXAMPLES = REPO / "examples"
 TRAINJOB_EXAMPLES = EXAMPLES / "trainjob"
@@ -258,25 +260,40 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     # created as they are (strict field validation: Trainer's CRDs take every field).
     model_volume(node, kube, namespace)
     converted = {example: convert(CLUSTER / example) for example in CONVERTED}
+    # Their output followed as it comes with `tfjob logs -f`, as for the TFJobs: a
+    # JobSet that succeeds with its chief deletes the Jobs still active, and with them
+    # the pods (and logs) of replicas that have not yet been seen ending.
+    cli = Cli(node.kubeconfig_path, namespace, tmp_path)
+    followers: dict[str, Running] = {}
     started = time.monotonic()
-    for trainjob in (torch, paddle, ps):
-        jobs.create(trainjob)
-    for runtime, trainjob in converted.values():
-        jobs.create_runtime(runtime)
-        jobs.create(trainjob)
-    names = [
-        t["metadata"]["name"] for t in (torch, paddle, ps, *(t for _, t in converted.values()))
-    ]
-
-    outcomes = {
-        name: jobs.wait_finished(
-            name, timeout=max(1.0, FINISH_LIMIT - (time.monotonic() - started))
-        )
-        for name in names
-    }
-    print(f"{len(names)} TrainJobs finished in {time.monotonic() - started:.0f} s")
-    for name, condition in outcomes.items():
-        assert condition["type"] == "Complete", f"{name}: {condition}\n{_logs(jobs, name)}"
+    try:
+        for trainjob in (torch, paddle, ps):
+            jobs.create(trainjob)
+        for runtime, trainjob in converted.values():
+            jobs.create_runtime(runtime)
+            jobs.create(trainjob)
+            name = trainjob["metadata"]["name"]
+            followers[name] = cli.start("logs", "-f", f"trainjob/{name}")
+        names = [
+            t["metadata"]["name"] for t in (torch, paddle, ps, *(t for _, t in converted.values()))
+        ]
+        outcomes = {
+            name: jobs.wait_finished(
+                name, timeout=max(1.0, FINISH_LIMIT - (time.monotonic() - started))
+            )
+            for name in names
+        }
+        print(f"{len(names)} TrainJobs finished in {time.monotonic() - started:.0f} s")
+        for name, condition in outcomes.items():
+            assert condition["type"] == "Complete", f"{name}: {condition}\n{_logs(jobs, name)}"
+        for follower in followers.values():
+            assert follower.wait(timeout=120) == 0, follower.output()[-3000:]
+    finally:
+        for follower in followers.values():
+            if follower.process.poll() is None:
+                follower.process.kill()
+                follower.process.wait()
+    logs = {name: follower.output() for name, follower in followers.items()}
 
     # Each node in a pod of its own, with an address of its own.
     for name in (torch["metadata"]["name"], paddle["metadata"]["name"]):
@@ -357,27 +374,37 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     # checks test_tensorflow.py makes of the originals), at JobSet host names.
     for example in ("multi_worker.yaml", "multi_worker_chief.yaml"):
         name = converted[example][1]["metadata"]["name"]
-        hosts = _hosts(name, replica_counts(example))
-        found = reports(kube, jobs, name, "TFJOB_REPORT")
-        assert sorted(found) == sorted(hosts), example
+        counts = replica_counts(example)
+        replicas = [f"{task}-{i}" for task, n in counts.items() for i in range(n)]
+        found = tf_reports(logs[name])
+        assert sorted(found) == sorted(replicas), (example, logs[name][-3000:])
         check_multi_worker(found, f".{name}:2222")
-        for host, report in found.items():
+        for replica, report in found.items():
             # TFJOB_POD_NAME (metadata.name in the TFJob) is the pod's host name.
-            assert report["pod_name"] == host
-            assert report["cluster_spec"] == _cluster(name, replica_counts(example))
-            assert report["num_replicas_in_sync"] == len(hosts)
+            task, index = replica.split("-")
+            assert report["pod_name"] == f"{name}-{task}-0-{index}"
+            assert report["cluster_spec"] == _cluster(name, counts)
+            assert report["num_replicas_in_sync"] == len(replicas)
         assert len({tuple(r["final_weights"]) for r in found.values()}) == 1
+        # Each replica in a pod of its own; none left running. With a chief, the
+        # JobSet ends with it and deletes the Jobs still active, as cleanPodPolicy
+        # Running does: a worker's pod may be gone then, as a TFJob's.
         pods = _settled(jobs, name)
-        assert len({p["status"]["podIP"] for p in pods}) == len(hosts), example
+        assert len({p["status"]["podIP"] for p in pods}) == len(pods), example
         assert {p["status"]["phase"] for p in pods} == {"Succeeded"}, example
+        kept = {p["metadata"]["name"].rsplit("-", 1)[0] for p in pods}
+        if "chief" in counts:
+            assert f"{name}-chief-0-0" in kept, example  # its Job completed: not deleted
+        else:
+            assert len(pods) == len(replicas), example
     # The converted parameter-server job ended with its chief, as the TFJob does (its
     # success policy); JobSet stops the PS and workers, which serve until stopped.
     name = converted["parameter_server.yaml"][1]["metadata"]["name"]
-    counts = replica_counts("parameter_server.yaml")
-    found = reports(kube, jobs, name, "TFJOB_REPORT", only=("chief", "evaluator"))
-    run = {"chief-0": found[f"{name}-chief-0-0"], "evaluator-0": found[f"{name}-evaluator-0-0"]}
+    found = tf_reports(logs[name])
+    run = {"chief-0": found["chief-0"], "evaluator-0": found["evaluator-0"]}
     check_parameter_server(run)
-    assert run["chief-0"]["cluster_spec"] == _cluster(name, counts)
+    assert run["chief-0"]["cluster_spec"] == _cluster(name, replica_counts("parameter_server.yaml"))
+    assert run["chief-0"]["pod_name"] == f"{name}-chief-0-0"
     # One checkpoint folder for the run, named after the job: the host names say it.
     assert run["chief-0"]["model_dir"].startswith(f"/models/{name}-")
     serving = (f"{name}-ps-", f"{name}-worker-")
@@ -403,11 +430,6 @@ def convert(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     runtime, trainjob = yaml.safe_load_all(done.stdout)
     assert (runtime["kind"], trainjob["kind"]) == ("TrainingRuntime", "TrainJob")
     return runtime, trainjob
-
-
-def _hosts(name: str, counts: dict[str, int]) -> list[str]:
-    """The JobSet host name of each pod a converted job's replicas become."""
-    return [f"{name}-{task}-0-{i}" for task, n in counts.items() for i in range(n)]
 
 
 def _cluster(name: str, counts: dict[str, int]) -> dict[str, list[str]]:

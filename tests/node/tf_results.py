@@ -5,6 +5,7 @@ the end, whether they ran as TFJobs (test_tensorflow.py) or as the TrainJobs
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -21,6 +22,17 @@ def replica_counts(path: str) -> dict[str, int]:
     """The example's replicas by lower-case type (`chief`, `worker`...), in its order."""
     spec = fast_yaml.load((CLUSTER / path).read_text())["spec"]["tfReplicaSpecs"]
     return {kind.lower(): int(r["replicas"]) for kind, r in spec.items()}
+
+
+def reports(logs: str) -> dict[str, dict[str, Any]]:
+    """`[replica] TFJOB_REPORT {...}` lines of `tfjob logs`, by replica (the last one):
+    a TFJob's `worker-1`, a TrainJob's replicated job and index, the same here."""
+    found: dict[str, dict[str, Any]] = {}
+    for line in logs.splitlines():
+        match = re.match(r"\[([a-z]+-\d+)\] TFJOB_REPORT (\{.*\})$", line)
+        if match:
+            found[match.group(1)] = json.loads(match.group(2))
+    return found
 
 
 def check_multi_worker(found: dict[str, dict[str, Any]], suffix: str) -> None:
