@@ -331,6 +331,23 @@ def test_parameter_server_losses_name_each_field() -> None:
     assert ps["backoffLimit"] == 0
 
 
+def test_a_pod_name_read_from_the_pod_becomes_its_stable_host_name() -> None:
+    # A TFJob's pod is `<job>-<type>-<i>` in every run, which the cluster example's
+    # program names its checkpoint folder by; a Job's pod name ends in a random suffix.
+    [(_, conversion)] = converted(REPO / "examples/tensorflow/cluster/parameter_server.yaml")
+    assert [p for p in paths(conversion) if "TFJOB_POD_NAME" in p] == [
+        f"spec.tfReplicaSpecs.{t}.env[TFJOB_POD_NAME]"
+        for t in ("Chief", "Evaluator", "PS", "Worker")
+    ]
+    pods = jobset_pods(jobset_for(conversion))
+    assert len(pods) == 6
+    for (rjob, k), pod in pods.items():
+        env = {v["name"]: v.get("value") for v in container_of(pod, ("node",))["env"]}
+        assert env["TFJOB_POD_NAME"] == f"tf-parameter-server-{rjob}-0-{k}"
+        assert env["JOB_COMPLETION_INDEX"] == str(k)  # declared: Kubernetes adds no other
+        assert list(env).index("JOB_COMPLETION_INDEX") < list(env).index("TFJOB_POD_NAME")
+
+
 ELASTIC = """
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob

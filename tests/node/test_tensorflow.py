@@ -7,7 +7,6 @@ with its own checkpoints and results."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lightkube import Client, codecs
+from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from testkit import fast_yaml
@@ -24,6 +23,12 @@ from testkit.node import Node
 from testkit.terminal import run_on_terminal
 from tests.node.conftest import EXAMPLES
 from tests.node.jobs import get_job, pods_of
+from tests.node.tf_results import (
+    check_multi_worker,
+    check_parameter_server,
+    model_volume,
+    reports,
+)
 
 CLUSTER = EXAMPLES / "cluster"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -33,16 +38,6 @@ FOLLOW_LIMIT = 600.0
 @pytest.fixture
 def cli(node: Node, namespace: str, tmp_path: Path) -> Cli:
     return Cli(node.kubeconfig_path, namespace, tmp_path)
-
-
-def reports(logs: str) -> dict[str, dict[str, Any]]:
-    """`[replica] TFJOB_REPORT {...}` lines of `tfjob logs`, by replica (the last one)."""
-    found: dict[str, dict[str, Any]] = {}
-    for line in logs.splitlines():
-        match = re.match(r"\[([a-z]+-\d+)\] TFJOB_REPORT (\{.*\})$", line)
-        if match:
-            found[match.group(1)] = json.loads(match.group(2))
-    return found
 
 
 def replicas_of(path: Path) -> list[str]:
@@ -85,20 +80,11 @@ def test_multi_worker_trains_across_pods_followed_live_and_logs_read_after(
     assert logs.returncode == 0, logs.stderr
     found = reports(logs.stdout)
     assert sorted(found) == sorted(replicas), logs.stdout[-3000:]
-    first = next(iter(found.values()))
-    members = sorted(a for tasks in first["cluster_spec"].values() for a in tasks)
-    assert len(members) == len(replicas)
+    # TF_CONFIG names the Services, which the cluster's DNS resolves; the all-reduce
+    # crossed pods (tf_results.py: the same checks as for the converted TrainJob).
+    check_multi_worker(found, f".{cli.namespace}.svc:2222")
     for replica, report in found.items():
-        # TF_CONFIG as TensorFlow parsed it: Service names, resolved by the cluster's DNS.
         assert report["pod_name"] == f"{name}-{replica}"
-        assert report["tfjob_port"] == "2222"
-        assert sorted(a for tasks in report["cluster_spec"].values() for a in tasks) == members
-        assert all(a.endswith(f".{cli.namespace}.svc:2222") for a in members), members
-        # The all-reduce crossed pods: the same global loss everywhere, and step 1 is
-        # gradient descent on every shard's batch, not on this replica's own.
-        assert report["losses"] == next(iter(found.values()))["losses"]
-        assert report["losses"][-1] < report["losses"][0] / 10
-        assert report["step1_diff_vs_global_batch"] < 1e-4 < report["step1_diff_vs_own_shard"]
     # Every replica ran in a pod of its own.
     pods = pods_of(kube, cli.namespace, name)
     assert [p.metadata.name for p in pods] == sorted(f"{name}-{r}" for r in replicas)
@@ -124,30 +110,6 @@ def _settled_phases(kube: Client, namespace: str, job: str, limit: float = 60.0)
         if not {"Pending", "Running"} & set(phases.values()) or time.monotonic() > deadline:
             return phases  # type: ignore[return-value]
         time.sleep(0.5)
-
-
-def _model_volume(node: Node, kube: Client, namespace: str) -> None:
-    """The example's ReadWriteMany claim, served on this one node by a hostPath volume."""
-    folder = node.folder / f"models-{namespace}"  # type: ignore[operator]
-    kube.create(
-        codecs.from_dict(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": f"models-{namespace}"},
-                "spec": {
-                    "capacity": {"storage": "1Gi"},
-                    "accessModes": ["ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "claimRef": {"namespace": namespace, "name": "tfjob-models"},
-                    "hostPath": {"path": str(folder), "type": "DirectoryOrCreate"},
-                },
-            }
-        )
-    )
-    claim = fast_yaml.load((CLUSTER / "model-volume.yaml").read_text())
-    claim["metadata"]["namespace"] = namespace
-    kube.create(codecs.from_dict(claim))
 
 
 def _ps_run(cli: Cli, kube: Client, name: str) -> dict[str, dict[str, Any]]:
@@ -178,7 +140,7 @@ def test_parameter_server_twice_under_one_name_keeps_each_run_to_itself(
     cli: Cli,
 ) -> None:
     name = "tf-parameter-server"
-    _model_volume(node, kube, cli.namespace)
+    model_volume(node, kube, cli.namespace)
 
     first = _ps_run(cli, kube, name)
     assert cli("delete", name, "--wait").returncode == 0
@@ -189,19 +151,8 @@ def test_parameter_server_twice_under_one_name_keeps_each_run_to_itself(
     second = _ps_run(cli, kube, name)
 
     for run in (first, second):
-        chief, evaluator = run["chief-0"], run["evaluator-0"]
-        # Variables sharded over both PS, steps run by both workers, across pods.
-        devices = chief["variable_devices"]
-        assert all(d.startswith("/job:ps/") for d in devices), devices
-        assert {re.search(r"task:(\d+)", d).group(1) for d in devices} == {"0", "1"}  # type: ignore[union-attr]
-        assert len(chief["steps_per_pipeline"]) == 2 and chief["all_workers_in_last_round"]
-        assert chief["global_step"] >= 400
-        # The evaluator scored this run's final checkpoint, in this run's folder.
-        assert evaluator["model_dir"] == chief["model_dir"]
-        assert chief["final_eval_step"] == chief["global_step"]
-        assert chief["final_eval_loss"] == evaluator["losses"][-1]
-        assert evaluator["evaluations"][0]["step"] <= chief["global_step"]
-        assert chief["checkpoint"].startswith(chief["model_dir"])
+        # Across pods, the evaluator scoring this run's final checkpoint (tf_results.py).
+        check_parameter_server(run)
     # Two runs, two folders, two results: nothing of the first read by the second.
     assert first["chief-0"]["model_dir"] != second["chief-0"]["model_dir"]
     assert first["chief-0"]["losses"] != second["chief-0"]["losses"]

@@ -1,27 +1,39 @@
-"""TrainJobs train for real across pods on the node: four examples of examples/trainjob,
-torch DDP on Trainer's `torch-distributed`, TensorFlow's MultiWorkerMirroredStrategy on
-the example's workers-only runtime, Paddle collective on tfjob's `paddle-distributed`,
-each with 2 nodes, and TensorFlow's ParameterServerStrategy on tfjob's
-`tensorflow-distributed` (a chief, its 2 PS, 1 worker, an evaluator; the TrainJob ends
-with its chief, and JobSet removes the PS and worker, which serve until stopped),
-run at once in one namespace through the operator from its image,
-JobSet v0.12.0's real controller and webhooks (testkit/node_jobset.py), the node's Job
-controller, kubelet and containerd. Every rendezvous address is a JobSet host name
-(`<trainjob>-node-0-<i>.<trainjob>`) that CoreDNS resolves through the JobSet's
-headless Service.
+"""TrainJobs train for real across pods on the node, all at once in one namespace,
+through the operator from its image, JobSet v0.12.0's real controller and webhooks
+(testkit/node_jobset.py), the node's Job controller, kubelet and containerd. Every
+rendezvous address is a JobSet host name (`<trainjob>-<job>-0-<i>.<trainjob>`) that
+CoreDNS resolves through the JobSet's headless Service. Two groups:
 
-The frameworks come from the host, not from an image: no registry is reachable here, a
-torch image from PyPI pulls ~3 GB of CUDA wheels, and download.pytorch.org (the CPU
-wheel index) is not reachable. So each pod runs the local Debian base image
-(scripts/image.sh base: bookworm, the host's release, with its C and C++ libraries)
-with the test's own Python prefix (torch, tensorflow-cpu, paddlepaddle) mounted
-read-only at its own path (the interpreter finds libpython there), and the host's
-libgomp, which paddle loads and the base lacks. The examples' code is mounted from
-the repository at /examples, where the TrainJobs' `../<framework>/...` commands point.
-Those mounts (a runtime patch, as a user adds volumes), the image, the interpreter's
-path and HOME are all that is changed in the example files; torch runs one process
-per node (`numProcPerNode: 1`, the example has 2) and the parameter-server TrainJob
-one worker (`numNodes: 1`, the example has 2) to keep the test short; its pods also
+- Examples of examples/trainjob with the host's frameworks: torch DDP on Trainer's
+  `torch-distributed` and Paddle collective on tfjob's `paddle-distributed`, each with
+  2 nodes, and TensorFlow's ParameterServerStrategy on tfjob's `tensorflow-distributed`
+  (a chief, its 2 PS, 1 worker, an evaluator; the TrainJob ends with its chief, and
+  JobSet removes the PS and worker, which serve until stopped).
+- The TensorFlow cluster examples (examples/tensorflow/cluster/: MultiWorkerMirrored
+  with 2 workers, with a chief and 2 workers, and the parameter-server job with its
+  evaluator and model volume) as `tfjob convert` prints them, each on the
+  TrainingRuntime of its own it gets, in the examples' image (TensorFlow inside), as
+  a user moving to Trainer v2 would apply them. They must reach what the TFJobs reach
+  in test_tensorflow.py: the same checks (tf_results.py), at JobSet host names.
+
+The workers-only TrainJob of examples/trainjob/tensorflow.yaml is not run here: the
+converted MultiWorkerMirrored examples train across pods on the cluster, and that
+file runs (as tensorflow-ps.yaml does too) with `tfjob run` in
+tests/tensorflow/test_trainjob.py.
+
+The host's frameworks, not an image: no registry is reachable here, a torch image
+from PyPI pulls ~3 GB of CUDA wheels, and download.pytorch.org (the CPU wheel index)
+is not reachable. So those pods run the local Debian base image (scripts/image.sh
+base: bookworm, the host's release, with its C and C++ libraries) with the test's own
+Python prefix (torch, tensorflow-cpu, paddlepaddle) mounted read-only at its own path
+(the interpreter finds libpython there), and the host's libgomp, which paddle loads
+and the base lacks. The examples' code is mounted from the repository at /examples,
+where the TrainJobs' `../<framework>/...` commands point. Those mounts (a runtime
+patch, as a user adds volumes), the image, the interpreter's path and HOME are all
+that is changed in the example files, but for torch running one process per node
+(`numProcPerNode: 1`, the example has 2) and the parameter-server TrainJob one
+worker (`numNodes: 1`, the example has 2) to keep the test short, and its name
+(tf-ps-distributed: the converted example is tf-parameter-server); its pods also
 mount one host folder at /models (MODEL_DIR), where the evaluator reads the chief's
 checkpoints, and stop within 2 s when deleted (the program, the container's PID 1,
 ignores SIGTERM)."""
@@ -43,13 +55,23 @@ import pytest
 import yaml
 from lightkube import Client
 
+from testkit.cluster_cli import Cli, Running
 from testkit.controlplane import ControlPlaneError, ControlPlaneUnavailable
 from testkit.helpers import wait_for
 from testkit.jobset import JobSetManager
 from testkit.node import Node
 from testkit.node_jobset import as_control_plane, start_jobset
+from testkit.tfjob_cli import tfjob
 from testkit.trainjobs import TrainJobs
 from tests.node.conftest import REPO, kubectl, unavailable
+from tests.node.tf_results import (
+    CLUSTER,
+    check_multi_worker,
+    check_parameter_server,
+    model_volume,
+    replica_counts,
+)
+from tests.node.tf_results import reports as tf_reports
 
 EXAMPLES = REPO / "examples"
 TRAINJOB_EXAMPLES = EXAMPLES / "trainjob"
@@ -59,6 +81,8 @@ PS_JOBS_BY_TASK = {"chief": "chief", "ps": "ps", "worker": "node", "evaluator": 
 PS_JOBS = tuple(PS_JOBS_BY_TASK.values())
 PATCH_MANAGER = "tfjob.test/host-python"
 FINISH_LIMIT = 600.0
+#: The TensorFlow cluster examples, run as the TrainJobs `tfjob convert` makes of them.
+CONVERTED = ("multi_worker.yaml", "multi_worker_chief.yaml", "parameter_server.yaml")
 
 
 def host_python() -> Path:
@@ -183,11 +207,16 @@ def on_node(
     return trainjob
 
 
-def reports(kube: Client, jobs: TrainJobs, name: str, prefix: str) -> dict[str, dict[str, Any]]:
-    """The last `<prefix> {json}` line of each pod's log, by pod name (without suffix)."""
+def reports(
+    kube: Client, jobs: TrainJobs, name: str, prefix: str, only: tuple[str, ...] = ()
+) -> dict[str, dict[str, Any]]:
+    """The last `<prefix> {json}` line of each pod's log (of replicated jobs `only`,
+    if given), by pod name without its suffix (the pod's host name)."""
     found: dict[str, dict[str, Any]] = {}
     for pod in jobs.pods(name):
         pod_name = pod["metadata"]["name"]
+        if only and not pod_name.startswith(tuple(f"{name}-{job}-" for job in only)):
+            continue
         text = "\n".join(kube.log(pod_name, namespace=jobs.namespace, container="node"))
         lines = [line for line in text.splitlines() if line.startswith(prefix + " ")]
         assert lines, f"{pod_name} printed no {prefix}:\n{text[-3000:]}"
@@ -201,6 +230,7 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     kube: Client,
     trainjob_cluster: JobSetManager,
     base_image: str,
+    examples_image: str,
     namespace: str,
     tmp_path: Path,
 ) -> None:
@@ -212,19 +242,13 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
 
     torch = example("torch-ddp.yaml")
     torch["spec"]["trainer"]["numProcPerNode"] = 1  # one rank per pod: world size 2
-    tf_runtime = next(
-        d
-        for d in yaml.safe_load_all((TRAINJOB_EXAMPLES / "tensorflow.yaml").read_text())
-        if d["kind"] == "TrainingRuntime"
-    )
-    jobs.create_runtime(tf_runtime)
-    tensorflow = example("tensorflow.yaml")
     paddle = example("paddle.yaml")
     models = tmp_path / "models"
     models.mkdir()
     ps = on_node(
         TRAINJOB_EXAMPLES / "tensorflow-ps.yaml", base_image, prefix, libgomp, PS_JOBS, models
     )
+    ps["metadata"]["name"] = "tf-ps-distributed"  # the converted example is tf-parameter-server
     ps["spec"]["trainer"]["numNodes"] = 1  # one worker (the runtime fixes 2 PS)
     for patch in ps["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
         "replicatedJobs"
@@ -232,23 +256,47 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
         # The program is the container's PID 1, which ignores SIGTERM: without this, the
         # PS and worker pods JobSet deletes would take the default 30 s to go.
         patch["template"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 2
+    # The cluster examples as `tfjob convert` prints them, each with its own runtime,
+    # created as they are (strict field validation: Trainer's CRDs take every field).
+    model_volume(node, kube, namespace)
+    converted = {example: convert(CLUSTER / example) for example in CONVERTED}
+    # Their output followed as it comes with `tfjob logs -f`, as for the TFJobs: a
+    # JobSet that succeeds with its chief deletes the Jobs still active, and with them
+    # the pods (and logs) of replicas that have not yet been seen ending.
+    cli = Cli(node.kubeconfig_path, namespace, tmp_path)
+    followers: dict[str, Running] = {}
     started = time.monotonic()
-    for trainjob in (torch, tensorflow, paddle, ps):
-        jobs.create(trainjob)
-
-    outcomes = {
-        trainjob["metadata"]["name"]: jobs.wait_finished(
-            trainjob["metadata"]["name"],
-            timeout=max(1.0, FINISH_LIMIT - (time.monotonic() - started)),
-        )
-        for trainjob in (torch, tensorflow, paddle, ps)
-    }
-    print(f"four TrainJobs finished in {time.monotonic() - started:.0f} s")
-    for name, condition in outcomes.items():
-        assert condition["type"] == "Complete", f"{name}: {condition}\n{_logs(jobs, name)}"
+    try:
+        for trainjob in (torch, paddle, ps):
+            jobs.create(trainjob)
+        for runtime, trainjob in converted.values():
+            jobs.create_runtime(runtime)
+            jobs.create(trainjob)
+            name = trainjob["metadata"]["name"]
+            followers[name] = cli.start("logs", "-f", f"trainjob/{name}")
+        names = [
+            t["metadata"]["name"] for t in (torch, paddle, ps, *(t for _, t in converted.values()))
+        ]
+        outcomes = {
+            name: jobs.wait_finished(
+                name, timeout=max(1.0, FINISH_LIMIT - (time.monotonic() - started))
+            )
+            for name in names
+        }
+        print(f"{len(names)} TrainJobs finished in {time.monotonic() - started:.0f} s")
+        for name, condition in outcomes.items():
+            assert condition["type"] == "Complete", f"{name}: {condition}\n{_logs(jobs, name)}"
+        for follower in followers.values():
+            assert follower.wait(timeout=120) == 0, follower.output()[-3000:]
+    finally:
+        for follower in followers.values():
+            if follower.process.poll() is None:
+                follower.process.kill()
+                follower.process.wait()
+    logs = {name: follower.output() for name, follower in followers.items()}
 
     # Each node in a pod of its own, with an address of its own.
-    for name in (n for n in outcomes if n != ps["metadata"]["name"]):
+    for name in (torch["metadata"]["name"], paddle["metadata"]["name"]):
         pods = jobs.pods(name)
         assert [p["metadata"]["name"].rsplit("-", 1)[0] for p in pods] == [
             f"{name}-node-0-0",
@@ -270,23 +318,6 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     first, second = found.values()
     assert first["checksum"] == second["checksum"]
     assert first["final_loss"] == second["final_loss"]
-
-    # TensorFlow: TF_CONFIG names both workers by host name; the all-reduce crossed
-    # pods: the same global loss everywhere, and step 1 is gradient descent on both
-    # shards' batch, not on this worker's own.
-    name = tensorflow["metadata"]["name"]
-    found = reports(kube, jobs, name, "TFJOB_REPORT")
-    workers = [f"{name}-node-0-{i}.{name}:2222" for i in range(2)]
-    assert sorted(r["task_id"] for r in found.values()) == [0, 1]
-    for report in found.values():
-        assert report["cluster_spec"] == {"worker": workers}
-        assert report["task_type"] == "worker"
-        assert report["num_replicas_in_sync"] == 2
-        assert report["losses"][-1] < report["losses"][0] / 10
-        assert report["step1_diff_vs_global_batch"] < 1e-4 < report["step1_diff_vs_own_shard"]
-    first, second = found.values()
-    assert first["losses"] == second["losses"]
-    assert first["final_weights"] == second["final_weights"]
 
     # Paddle: the launchers met at node 0's host name and ran one trainer each; the
     # gradient all-reduce left both with the same weights.
@@ -338,6 +369,85 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     assert chief["checkpoint"].startswith("/models/")
     assert chief["final_eval_step"] == chief["global_step"]
     assert chief["final_eval_loss"] < 0.05
+
+    # The converted cluster examples reach what their TFJobs reach (tf_results.py, the
+    # checks test_tensorflow.py makes of the originals), at JobSet host names.
+    for example in ("multi_worker.yaml", "multi_worker_chief.yaml"):
+        name = converted[example][1]["metadata"]["name"]
+        counts = replica_counts(example)
+        replicas = [f"{task}-{i}" for task, n in counts.items() for i in range(n)]
+        found = tf_reports(logs[name])
+        assert sorted(found) == sorted(replicas), (example, logs[name][-3000:])
+        check_multi_worker(found, f".{name}:2222")
+        for replica, report in found.items():
+            # TFJOB_POD_NAME (metadata.name in the TFJob) is the pod's host name.
+            task, index = replica.split("-")
+            assert report["pod_name"] == f"{name}-{task}-0-{index}"
+            assert report["cluster_spec"] == _cluster(name, counts)
+            assert report["num_replicas_in_sync"] == len(replicas)
+        assert len({tuple(r["final_weights"]) for r in found.values()}) == 1
+        # Each replica in a pod of its own; none left running. With a chief, the
+        # JobSet ends with it and deletes the Jobs still active, as cleanPodPolicy
+        # Running does: a worker's pod may be gone then, as a TFJob's.
+        pods = _settled(jobs, name)
+        assert len({p["status"]["podIP"] for p in pods}) == len(pods), example
+        assert {p["status"]["phase"] for p in pods} == {"Succeeded"}, example
+        kept = {p["metadata"]["name"].rsplit("-", 1)[0] for p in pods}
+        if "chief" in counts:
+            assert f"{name}-chief-0-0" in kept, example  # its Job completed: not deleted
+        else:
+            assert len(pods) == len(replicas), example
+    # The converted parameter-server job ended with its chief, as the TFJob does (its
+    # success policy); JobSet stops the PS and workers, which serve until stopped.
+    name = converted["parameter_server.yaml"][1]["metadata"]["name"]
+    found = tf_reports(logs[name])
+    run = {"chief-0": found["chief-0"], "evaluator-0": found["evaluator-0"]}
+    check_parameter_server(run)
+    assert run["chief-0"]["cluster_spec"] == _cluster(name, replica_counts("parameter_server.yaml"))
+    assert run["chief-0"]["pod_name"] == f"{name}-chief-0-0"
+    # One checkpoint folder for the run, named after the job: the host names say it.
+    assert run["chief-0"]["model_dir"].startswith(f"/models/{name}-")
+    serving = (f"{name}-ps-", f"{name}-worker-")
+    wait_for(
+        lambda: (
+            not [
+                j
+                for j in jobs.jobs(name)
+                if j["metadata"]["name"].startswith(serving)
+                and not j["metadata"].get("deletionTimestamp")
+            ]
+        ),
+        timeout=60,
+        interval=0.5,
+        message=f"JobSet to stop {name}'s PS and workers",
+    )
+
+
+def convert(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`tfjob convert PATH`: the TrainingRuntime and the TrainJob it prints."""
+    done = tfjob("convert", str(path))
+    assert done.returncode == 0, done.stderr
+    runtime, trainjob = yaml.safe_load_all(done.stdout)
+    assert (runtime["kind"], trainjob["kind"]) == ("TrainingRuntime", "TrainJob")
+    return runtime, trainjob
+
+
+def _cluster(name: str, counts: dict[str, int]) -> dict[str, list[str]]:
+    """The TF_CONFIG cluster of a converted job: every task at its JobSet host name."""
+    return {
+        task: [f"{name}-{task}-0-{i}.{name}:2222" for i in range(n)] for task, n in counts.items()
+    }
+
+
+def _settled(jobs: TrainJobs, name: str) -> list[dict[str, Any]]:
+    """The JobSet's pods once none is Pending or Running (a pod that ended is reported
+    a moment later)."""
+
+    def settled() -> list[dict[str, Any]] | None:
+        pods = jobs.pods(name)
+        return None if {"Pending", "Running"} & {p["status"]["phase"] for p in pods} else pods
+
+    return wait_for(settled, timeout=60, interval=0.5, message=f"{name}'s pods to end")
 
 
 def _logs(jobs: TrainJobs, name: str, lines: int = 40) -> str:

@@ -10,7 +10,10 @@ A TFJob's runtime is labelled `trainer.kubeflow.org/framework: tensorflow` and i
 `tensorflow` containers are named `node` instead: tfjob's TrainJob core then gives
 every task's pod the TFJob's TF_CONFIG, its task index expanded from the pod's
 completion index (frameworks/mlpolicy/tensorflow.py, decision 0034), which a value
-in the template could not say for a type of several pods. The job succeeds as the v1
+in the template could not say for a type of several pods. A variable read from the
+pod's `metadata.name` gets the pod's host name, `<job>-<type>-0-<i>`: a v1 pod's name
+is `<job>-<type>-<i>`, its host name too, the same in every run, while a Job's pod is
+named with a random suffix (said on standard error). The job succeeds as the v1
 job does when the kind has a master type (Chief, Master, Launcher): when its pods
 have; without one, when every pod has. The TrainJob names the runtime and overrides
 nothing. An MPIJob with Workers gets an MPI runtime instead (mpi.py: `mlPolicy.mpi`,
@@ -31,10 +34,13 @@ from tfjob.core.convert.env import address_rewriter, derive
 from tfjob.core.convert.losses import Loss
 from tfjob.frameworks.framework import Framework
 from tfjob.frameworks.mlpolicy import tensorflow
-from tfjob.frameworks.mlpolicy.base import NODE, upsert_env
+from tfjob.frameworks.mlpolicy.base import NODE, env_index, upsert_env
 from tfjob.frameworks.mpi import MPIJob
 from tfjob.frameworks.registry import with_defaults
 from tfjob.frameworks.settings import Settings
+
+#: The variable Kubernetes gives each container of an Indexed Job's pod: its index.
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
 
 
 @dataclass
@@ -61,11 +67,13 @@ def convert_replicas(job: Job, framework: Framework[Job]) -> ReplicaConversion:
         )
     if isinstance(job, MPIJob) and mpi.has_workers(job):
         ssh = mpi.over_ssh(job, jobs)
+        losses += ssh.losses + _pod_names_as_host_names(job, framework, types, jobs)
         runtime = target.training_runtime(job, ssh.ml_policy, ssh.jobset)
         trainjob = target.trainjob(job, target.own_runtime_ref(job), {})
-        return ReplicaConversion(trainjob, runtime, losses + ssh.losses)
+        return ReplicaConversion(trainjob, runtime, losses)
     if isinstance(job, MPIJob):
         losses.extend(mpi.mpi_parts(job, jobs, framework.container_name))
+    losses += _pod_names_as_host_names(job, framework, types, jobs)
     runtime = target.training_runtime(job, None, jobset)
     if framework.kind == "TFJob":
         runtime["metadata"]["labels"] = {FRAMEWORK_LABEL: tensorflow.FRAMEWORK}
@@ -108,3 +116,38 @@ def _replicated_jobs(
         restart = spec.restart_policy or framework.default_restart_policy
         jobs.append(target.replicated_job(replica_key(t), len(pods), template, restart))
     return jobs, losses
+
+
+def _pod_names_as_host_names(
+    job: Job, framework: Framework[Job], types: list[str], jobs: list[dict[str, Any]]
+) -> list[Loss]:
+    """Each variable read from `metadata.name` (fieldRef), in the replicated jobs as
+    finally named (an MPI runtime's Workers are `node`), set to the pod's host name,
+    `<job>-<rjob>-0-$(JOB_COMPLETION_INDEX)`, that index declared first (the Job
+    controller then adds none, and adds its own last, where no value can name it)."""
+    losses = []
+    for t, rjob in zip(types, jobs, strict=True):
+        host = f"{job.metadata.name}-{rjob['name']}-0-$({COMPLETION_INDEX_ENV})"
+        pod = rjob["template"]["spec"]["template"].get("spec") or {}
+        for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+            env = c.get("env") or []
+            named = [i for i, v in enumerate(env) if _field_path(v) == "metadata.name"]
+            for i in named:
+                env[i] = {"name": env[i]["name"], "value": host}
+                losses.append(
+                    Loss(
+                        f"spec.{framework.spec_field}.{t}.env[{env[i]['name']}]",
+                        "'metadata.name' becomes the pod's host name "
+                        f"{job.metadata.name}-{rjob['name']}-0-<index> (a v1 pod's name "
+                        "is its host name; a TrainJob's ends in a random suffix)",
+                    )
+                )
+            if named and not any(v.get("name") == COMPLETION_INDEX_ENV for v in env):
+                env.insert(0, env_index(COMPLETION_INDEX_ENV))
+    return losses
+
+
+def _field_path(var: dict[str, Any]) -> str | None:
+    ref = (var.get("valueFrom") or {}).get("fieldRef") or {}
+    path = ref.get("fieldPath")
+    return path if isinstance(path, str) else None
