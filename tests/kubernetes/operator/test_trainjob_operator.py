@@ -189,6 +189,10 @@ async def test_a_trainjob_becomes_its_jobset_and_follows_its_status() -> None:
         set_jobset_status(api, "tj", {"conditions": [done], "terminalState": "Completed"})
         complete = await until(lambda: true(api, "tj", "Complete"), "Complete")
         assert complete["message"] == "jobset completed successfully"
+        # The snapshot read once (not there yet), then remembered: no pass after the
+        # first asks for it again.
+        reads = [r for r in api.of("get", CONFIGMAPS) if r.name == "tj-runtime-snapshot"]
+        assert len(reads) == 1
         # Its own controller's metrics, under Trainer's controller name.
         reconciles = operator.metrics.registry.get_sample_value(
             "controller_runtime_reconcile_total",
