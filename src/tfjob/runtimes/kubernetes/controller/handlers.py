@@ -81,9 +81,14 @@ class Router:
             if not caches.ours(key, TRAINJOBS, new.metadata.resource_version):
                 queue.add(key)
 
+        def trainjob_added(new: TrainJob) -> None:
+            if informers.trainjobs.synced.is_set():  # created now, not listed at start
+                caches.created(key_of(new), new.metadata.uid)
+            handlers.on_add(new)
+
         informers.trainjobs.add_handlers(
             Handlers(
-                on_add=handlers.on_add,
+                on_add=trainjob_added,
                 on_update=lambda _old, new: trainjob(new),
                 on_delete=handlers.on_delete,
             )
