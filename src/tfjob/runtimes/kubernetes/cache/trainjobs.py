@@ -113,7 +113,16 @@ class TrainJobCaches:
         write to it and nothing else, while no pass of `key` waits for it."""
         if not resource_version or key in self._waiting:
             return False
-        return self._ours.get(key, {}).get(resource) == resource_version
+        written = self._ours.get(key)
+        if written is None or written.get(resource) != resource_version:
+            return False
+        # That write's event comes once: forget it, and the hold once the caches show
+        # every write of the pass (a finished TrainJob sees no pass to drop either).
+        del written[resource]
+        if not written:
+            del self._ours[key]
+        self.holds.held(key)
+        return True
 
     def created(self, key: str, uid: str) -> None:
         """Note a TrainJob the watch shows created after the caches synced: nothing
