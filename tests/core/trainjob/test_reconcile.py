@@ -108,13 +108,16 @@ def test_a_jobsets_first_counts_all_zero_wait_for_its_next_change() -> None:
     young["metadata"]["creationTimestamp"] = CREATED  # NOW is 30 s later
     waiting = plan(trainjob("rt"), RT, Observed(jobset=young))
     assert not waiting.status_changed
-    assert waiting.requeue_after == 90.0
-    later = plan(trainjob("rt"), RT, Observed(jobset=young), NOW + timedelta(seconds=90))
+    assert waiting.requeue_after == 270.0
+    later = plan(trainjob("rt"), RT, Observed(jobset=young), NOW + timedelta(seconds=270))
     assert later.status_changed
     assert msgspec.to_builtins(later.status) == {"jobsStatus": [zeros]}
     active = _jobset({"replicatedJobsStatus": [{**zeros, "active": 2}]})
     active["metadata"]["creationTimestamp"] = CREATED
     assert plan(trainjob("rt"), RT, Observed(jobset=active)).status_changed
+    suspended = _jobset({"replicatedJobsStatus": [zeros]}, suspend=True)
+    suspended["metadata"]["creationTimestamp"] = CREATED
+    assert plan(trainjob("rt"), RT, Observed(jobset=suspended)).status_changed
 
 
 def test_a_running_jobsets_pass_builds_nothing() -> None:
