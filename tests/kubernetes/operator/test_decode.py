@@ -230,3 +230,6 @@ def test_a_jobsets_change_is_told_by_what_a_trainjob_pass_reads_of_it() -> None:
     assert jobset_change(JOBSET, changed(replicatedJobsStatus=[{"name": "node"}])) == COUNTS
     assert jobset_change(JOBSET, changed(conditions=done)) == MORE
     assert jobset_change(JOBSET, {**JOBSET, "spec": {"suspend": False}}) == MORE
+    # A first status: no conditions and [] read the same.
+    first = {**JOBSET, "status": {"conditions": [], "replicatedJobsStatus": [{"name": "node"}]}}
+    assert jobset_change({**JOBSET, "status": {}}, first) == COUNTS
