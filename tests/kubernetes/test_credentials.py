@@ -328,6 +328,23 @@ async def test_the_server_certificate_is_verified(
     assert await _namespace_name(connection(path)) == "default"
 
 
+async def test_a_kubeconfig_naming_no_ca_trusts_the_systems_cas(
+    control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No CA in the kubeconfig: the server is verified against the system's CAs
+    (here the file SSL_CERT_FILE names, holding the control plane's CA), not by a
+    context without any."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(control_plane.ca_path))
+    path = _kubeconfig(
+        tmp_path / "kc",
+        control_plane,
+        {"u": {"token": control_plane.token}},
+        current="u",
+        cluster={"server": control_plane.server},
+    )
+    assert await _namespace_name(connection(path)) == "default"
+
+
 def _client_certificate(
     plane: ControlPlane,
     folder: Path,

@@ -99,6 +99,40 @@ def test_jobs_status_copied_with_every_count() -> None:
     assert result.status_changed
 
 
+def test_a_jobsets_first_counts_all_zero_wait_for_its_next_change() -> None:
+    """The JobSet's first counts, every one 0, are not written alone while the JobSet
+    is younger than FIRST_COUNTS_WAIT (the pass comes back then); its next counts, or
+    the same once it is that old, are."""
+    zeros = {"name": "node", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
+    young = _jobset({"replicatedJobsStatus": [zeros]})
+    young["metadata"]["creationTimestamp"] = CREATED  # NOW is 30 s later
+    waiting = plan(trainjob("rt"), RT, Observed(jobset=young))
+    assert not waiting.status_changed
+    assert waiting.requeue_after == 270.0
+    later = plan(trainjob("rt"), RT, Observed(jobset=young), NOW + timedelta(seconds=270))
+    assert later.status_changed
+    assert msgspec.to_builtins(later.status) == {"jobsStatus": [zeros]}
+    active = _jobset({"replicatedJobsStatus": [{**zeros, "active": 2}]})
+    active["metadata"]["creationTimestamp"] = CREATED
+    assert plan(trainjob("rt"), RT, Observed(jobset=active)).status_changed
+    suspended = _jobset({"replicatedJobsStatus": [zeros]}, suspend=True)
+    suspended["metadata"]["creationTimestamp"] = CREATED
+    assert plan(trainjob("rt"), RT, Observed(jobset=suspended)).status_changed
+
+
+def test_a_running_jobsets_pass_builds_nothing() -> None:
+    """While its JobSet runs, a pass of a TrainJob whose runtime makes nothing beside
+    the JobSet builds nothing: a snapshot it could not be built from (an mlPolicy
+    tfjob cannot apply) fails it only while its JobSet is to be made."""
+    snapshot = applied(plan(trainjob("rt"), RT), "ConfigMap")
+    assert "torch: {}" in snapshot["data"]["runtime"]
+    snapshot["data"]["runtime"] = snapshot["data"]["runtime"].replace("torch: {}", "flux: {}")
+    running = plan(trainjob("rt"), RT, Observed(jobset=_jobset(), snapshot=snapshot))
+    assert running.actions == [] and not running.status.conditions
+    to_make = plan(trainjob("rt"), RT, Observed(snapshot=snapshot))
+    assert _conditions(to_make)[0][2] == "InvalidTrainingRuntime"
+
+
 def test_jobset_completed_and_failed_become_the_trainjobs() -> None:
     done = {
         "conditions": [

@@ -200,18 +200,21 @@ JOBSET = {
 
 
 def test_a_cached_jobset_keeps_what_a_trainjob_pass_reads_and_no_more() -> None:
-    """Its metadata without managedFields, spec.suspend and its status; apiVersion and
-    kind set when a list's item lacks them; the pod templates are not kept."""
-    cached = JOBSET_CODEC.decode_object(json.dumps(JOBSET).encode())
-    meta = {k: v for k, v in JOBSET["metadata"].items() if k != "managedFields"}
+    """Its metadata typed (name, uid, owners, as the cache indexes it), and of the
+    rest what a pass reads: creationTimestamp, spec.suspend and the status'
+    conditions and counts; apiVersion and kind set when a list's item lacks them; the
+    pod templates, labels and restarts are not kept."""
+    created = {**JOBSET, "metadata": {**JOBSET["metadata"], "creationTimestamp": "T"}}
+    cached = JOBSET_CODEC.decode_object(json.dumps(created).encode())
     assert cached.document == {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
-        "metadata": meta,
+        "metadata": {"creationTimestamp": "T"},
         "spec": {"suspend": True},
-        "status": JOBSET["status"],
+        "status": {"replicatedJobsStatus": [{"name": "node", "active": 2}]},
     }
     assert cached.metadata.controller_uid() == "tj1"
+    assert (cached.metadata.name, cached.metadata.uid) == ("t1", "js1")
     running = {**JOBSET, "apiVersion": "jobset.x-k8s.io/v1", "spec": {"replicatedJobs": []}}
     cached = JOBSET_CODEC.decode_object(json.dumps(running).encode())
     assert cached.document["spec"] == {}
@@ -227,3 +230,6 @@ def test_a_jobsets_change_is_told_by_what_a_trainjob_pass_reads_of_it() -> None:
     assert jobset_change(JOBSET, changed(replicatedJobsStatus=[{"name": "node"}])) == COUNTS
     assert jobset_change(JOBSET, changed(conditions=done)) == MORE
     assert jobset_change(JOBSET, {**JOBSET, "spec": {"suspend": False}}) == MORE
+    # A first status: no conditions and [] read the same.
+    first = {**JOBSET, "status": {"conditions": [], "replicatedJobsStatus": [{"name": "node"}]}}
+    assert jobset_change({**JOBSET, "status": {}}, first) == COUNTS

@@ -189,6 +189,10 @@ async def test_a_trainjob_becomes_its_jobset_and_follows_its_status() -> None:
         set_jobset_status(api, "tj", {"conditions": [done], "terminalState": "Completed"})
         complete = await until(lambda: true(api, "tj", "Complete"), "Complete")
         assert complete["message"] == "jobset completed successfully"
+        # Created while the operator runs, the TrainJob had no snapshot to read; the
+        # one its first pass applied is remembered: no pass reads it.
+        reads = [r for r in api.of("get", CONFIGMAPS) if r.name == "tj-runtime-snapshot"]
+        assert reads == []
         # Its own controller's metrics, under Trainer's controller name.
         reconciles = operator.metrics.registry.get_sample_value(
             "controller_runtime_reconcile_total",
@@ -238,6 +242,10 @@ async def test_a_restarted_operator_keeps_the_mpi_secret_it_made() -> None:
     assert [r.error is None for r in creates] == [True, False]  # made, then AlreadyExists
     assert api.object(SECRETS, NS, "tj-mpi-ssh-auth") == secret
     assert api.object(JOBSETS, NS, "tj")["spec"] == jobset["spec"]  # type: ignore[index]
+    # The new process found the TrainJob listed, not created: it read the snapshot
+    # the first process made, once.
+    reads = [r for r in api.of("get", CONFIGMAPS) if r.name == "tj-runtime-snapshot"]
+    assert [r.error is None for r in reads] == [True]
 
 
 async def test_suspend_then_resume() -> None:

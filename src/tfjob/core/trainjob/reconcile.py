@@ -105,11 +105,17 @@ def reconcile_trainjob(
             trainer_status=status.trainer_status,
         )
     status, requeue, deadline_actions = _deadline(trainjob, status, now)
+    changed = encode(status) != encode(old)
+    if changed and observed.jobset is not None:
+        wait = st.first_counts_wait(old, status, observed.jobset, now)
+        if wait is not None:  # the JobSet's first counts, all 0: not yet (status.py)
+            status, changed = old, False
+            requeue = wait if requeue is None else min(requeue, wait)
     return TrainJobPlan(
         actions=actions + deadline_actions,
         events=events,
         status=status,
-        status_changed=encode(status) != encode(old),
+        status_changed=changed,
         requeue_after=requeue,
     )
 
@@ -186,6 +192,12 @@ def _objects(
     trainjob: TrainJob, live: TrainingRuntime | None, observed: Observed, key_pair: KeyPair | None
 ) -> list[TrainJobAction]:
     runtime, write_snapshot = _runtime(trainjob, live, observed)
+    suspended = trainjob.spec.suspended
+    applies = observed.jobset is None or suspended or _jobset_suspended(observed.jobset)
+    if not (applies or write_snapshot or _side_objects_of(runtime)):
+        # The JobSet runs and nothing is made beside it: no build (its JobSet was
+        # built from this snapshot and this spec, which a running TrainJob keeps).
+        return []
     try:
         built = build(
             trainjob, runtime, secret_exists=observed.mpi_secret is not None, key_pair=key_pair
@@ -199,14 +211,21 @@ def _objects(
         manifest = snapshot_configmap(trainjob, runtime, kind, owner)
         actions.append(ApplyObject(kind=CONFIGMAP, manifest=manifest))
     actions.extend(_side_objects(built, observed))
-    suspended = trainjob.spec.suspended
     group_kind = kind_of(runtime.spec.pod_group_policy)
     wants_group = observed.pod_group is None or suspended
     if built.pod_group is not None and group_kind is not None and wants_group:
         actions.append(ApplyObject(kind=group_kind, manifest=built.pod_group))
-    if observed.jobset is None or suspended or _jobset_suspended(observed.jobset):
+    if applies:
         actions.append(ApplyObject(kind=JOBSET, manifest=built.jobset))
     return actions
+
+
+def _side_objects_of(runtime: TrainingRuntime) -> bool:
+    """Whether the runtime makes objects beside the JobSet (an MPI Secret and
+    hostfile, a PodGroup): a pass checks them while the JobSet runs."""
+    policy = runtime.spec.ml_policy
+    mpi = policy is not None and policy.mpi is not None
+    return mpi or kind_of(runtime.spec.pod_group_policy) is not None
 
 
 def _side_objects(built: Built, observed: Observed) -> list[TrainJobAction]:

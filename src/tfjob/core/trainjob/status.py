@@ -6,6 +6,13 @@
   reason, message, lastTransitionTime and observedGeneration.
 - Suspended=True (reason Suspended, "TrainJob is suspended") while spec.suspend; once
   resumed, Suspended=False (reason Resumed, "TrainJob is resumed").
+- tfjob: a running JobSet's first counts, every one 0 (its Jobs made, no pod yet),
+  are not written alone: they wait for the JobSet's next change, FIRST_COUNTS_WAIT
+  seconds at most (`first_counts_wait`). Every count 0 tells a reader (Kueue's
+  TrainJob integration, the SDK, kubectl) what no counts tell; the next counts (its
+  pods active) come within a second in a cluster; and writing them was a status
+  write for most TrainJobs of a burst (decision 0035). A suspended JobSet's counts
+  (its Jobs suspended) are written at once.
 - activeDeadlineSeconds counts from creation, or from the last resume: past it,
   Failed=True, reason DeadlineExceeded, and the JobSet is deleted. That Failed stays;
   every other Failed is derived again each pass.
@@ -84,6 +91,29 @@ def from_jobset(status: TrainJobStatus, jobset: dict[str, Any], now: datetime) -
         for job in observed.get("replicatedJobsStatus") or []
     ]
     return _replace(status, conditions=conditions, jobs_status=jobs)
+
+
+#: The longest a TrainJob's status waits with the JobSet's first, all-0 counts.
+FIRST_COUNTS_WAIT = 300.0
+
+
+def first_counts_wait(
+    old: TrainJobStatus, new: TrainJobStatus, jobset: dict[str, Any], now: datetime
+) -> float | None:
+    """Seconds to wait before writing `new`, when all it changes from `old` is the
+    running JobSet's first counts, every one 0, and the JobSet is younger than
+    FIRST_COUNTS_WAIT; else None (write it now)."""
+    if old.jobs_status or not new.jobs_status or (jobset.get("spec") or {}).get("suspend"):
+        return None
+    if any(j.ready or j.succeeded or j.failed or j.active or j.suspended for j in new.jobs_status):
+        return None
+    if _replace(new, jobs_status=[]) != old:
+        return None
+    created = (jobset.get("metadata") or {}).get("creationTimestamp")
+    if not created:
+        return None
+    left = (parse_rfc3339(created) + timedelta(seconds=FIRST_COUNTS_WAIT) - now).total_seconds()
+    return left if left > 0 else None
 
 
 def deadline(trainjob: TrainJob, status: TrainJobStatus) -> datetime | None:

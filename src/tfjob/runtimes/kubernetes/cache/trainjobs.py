@@ -11,6 +11,11 @@ How each object a TrainJob pass reads is observed (docs/consistency.md, decision
 The hold after our own writes (consistency.py) covers the cached resources: the
 TrainJob (its status) and its JobSet.
 
+A TrainJob the watch shows created after the caches synced (`created`) has no
+objects but those this process makes: its first pass reads no snapshot (none can
+exist: the leader's caches start after it took the Lease, so a TrainJob another
+operator made objects for is listed at start, not watched being created).
+
 The watch event of our own write (the TrainJob at the version our status write
 returned, the JobSet at the version our apply returned) queues no pass (`ours`):
 it shows what the pass that wrote it decided from plus that write, so a pass would
@@ -72,6 +77,7 @@ class TrainJobCaches:
         self.holds = Holds(cached, hold_seconds, clock)
         self._ours: dict[str, dict[Resource, str]] = {}  # key -> our last write's version
         self._waiting: set[str] = set()  # keys whose last pass found them held
+        self._new: dict[str, str] = {}  # key -> uid: created since the caches synced
 
     def view(self, key: str) -> TrainJobView | Held | None:
         """The TrainJob `key` with its JobSet; `Held` while the caches lag behind our
@@ -85,6 +91,7 @@ class TrainJobCaches:
         if trainjob is None:
             self.holds.forget(key)
             self._ours.pop(key, None)
+            self._new.pop(key, None)
             return None
         owned = self.informers.jobsets.by_index(OWNER_INDEX, owner_key(tj.KIND, key))
         meta = trainjob.metadata
@@ -106,7 +113,26 @@ class TrainJobCaches:
         write to it and nothing else, while no pass of `key` waits for it."""
         if not resource_version or key in self._waiting:
             return False
-        return self._ours.get(key, {}).get(resource) == resource_version
+        written = self._ours.get(key)
+        if written is None or written.get(resource) != resource_version:
+            return False
+        # That write's event comes once: forget it, and the hold once the caches show
+        # every write of the pass (a finished TrainJob sees no pass to drop either).
+        del written[resource]
+        if not written:
+            del self._ours[key]
+        self.holds.held(key)
+        return True
+
+    def created(self, key: str, uid: str) -> None:
+        """Note a TrainJob the watch shows created after the caches synced: nothing
+        of it can exist yet but what this process makes (`first_pass`)."""
+        self._new[key] = uid
+
+    def first_pass(self, key: str, uid: str) -> bool:
+        """Whether this is the first pass of a TrainJob created since the caches
+        synced (once: a later pass is not, whatever this one does)."""
+        return self._new.pop(key, None) == uid
 
     def waiting(self, key: str) -> bool:
         """Whether the last pass of `key` found it held: any event of its objects may

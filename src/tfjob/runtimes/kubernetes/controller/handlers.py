@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from tfjob.api import trainjob as tj
 from tfjob.api.observed import OwnedObject
 from tfjob.api.training_runtime import TrainingRuntime
 from tfjob.api.trainjob import TrainJob
+from tfjob.core.trainjob import status as trainjob_status
 from tfjob.runtimes.kubernetes.cache.informer import Handlers, key_of
 from tfjob.runtimes.kubernetes.cache.owner_index import split_owner
 from tfjob.runtimes.kubernetes.cache.shared import Owned, Owners, SharedInformers
@@ -44,14 +46,27 @@ def jobset_change(old: dict[str, Any], new: dict[str, Any]) -> str:
 NOTHING, COUNTS, MORE = "nothing", "counts", "more"
 
 
+def _first_counts_wait(caches: TrainJobCaches, key: str, jobset: OwnedObject) -> float | None:
+    """When a JobSet's change of counts alone would make a pass of TrainJob `key`
+    wait (its first counts, every one 0: core/trainjob/status.py), the seconds the
+    pass would wait; else None. A pass that would only wait is not made now."""
+    trainjob = caches.informers.trainjobs.get(key)
+    if trainjob is None:
+        return None
+    now = datetime.now(UTC)
+    status = trainjob.status
+    counted = trainjob_status.from_jobset(status, jobset.document, now)
+    return trainjob_status.first_counts_wait(status, counted, jobset.document, now)
+
+
 def _read(document: dict[str, Any]) -> tuple[Any, ...]:
     metadata = document.get("metadata") or {}
     status = document.get("status") or {}
     return (
         {k: v for k, v in metadata.items() if k != "resourceVersion"},
         document.get("spec"),
-        status.get("conditions"),
-        status.get("replicatedJobsStatus"),
+        status.get("conditions") or None,  # none and [] read the same
+        status.get("replicatedJobsStatus") or None,
     )
 
 
@@ -81,9 +96,14 @@ class Router:
             if not caches.ours(key, TRAINJOBS, new.metadata.resource_version):
                 queue.add(key)
 
+        def trainjob_added(new: TrainJob) -> None:
+            if informers.trainjobs.synced.is_set():  # created now, not listed at start
+                caches.created(key_of(new), new.metadata.uid)
+            handlers.on_add(new)
+
         informers.trainjobs.add_handlers(
             Handlers(
-                on_add=handlers.on_add,
+                on_add=trainjob_added,
                 on_update=lambda _old, new: trainjob(new),
                 on_delete=handlers.on_delete,
             )
@@ -101,7 +121,8 @@ class Router:
             """A change no pass reads queues nothing; a change of the counts alone
             waits behind the TrainJobs not yet reconciled (their JobSets first, and a
             JobSet that ends meanwhile moves it up: its counts are written with its
-            end, one status write); any other change is a reaction."""
+            end, one status write), or, the JobSet's first counts all 0, until the
+            pass would write them; any other change is a reaction."""
             owner = trainjob_owner(new)
             if owner is None:
                 return
@@ -113,7 +134,11 @@ class Router:
                 return
             change = jobset_change(old.document, new.document)
             if change == COUNTS:
-                queue.add_new(key)
+                wait = _first_counts_wait(caches, key, new)
+                if wait is None:
+                    queue.add_new(key)
+                else:  # the pass would only wait for the next counts (status.py)
+                    queue.add_after(key, wait)
             elif change == MORE:
                 queue.add(key)
 

@@ -8,8 +8,8 @@ JSON otherwise (a container's output goes to a collector).
 
 structlog is first imported here, once the format is known: its `dev` module imports
 rich when it can (~0.1 s of CPU, before the operator's first request) for the console
-renderer's tracebacks, which JSON lines never use, so for JSON it is imported with
-rich out of its sight (`_import_structlog`).
+renderer's tracebacks, and colorama (with ctypes) for its colours, which JSON lines
+never use, so for JSON it is imported with them out of its sight (`_import_structlog`).
 """
 
 from __future__ import annotations
@@ -53,13 +53,20 @@ def configure(level: str = "info", fmt: str | None = None) -> None:
     )
 
 
+#: What structlog's console renderer imports when it can, and JSON lines never use.
+_CONSOLE_ONLY = ("rich", "colorama", "better_exceptions")
+
+
 def _import_structlog(fmt: str) -> None:
-    """Import structlog for `fmt`: for JSON without rich (see the module docstring);
-    a no-op once structlog or rich is imported (the CLI's other commands use rich)."""
-    if fmt != "json" or "structlog" in sys.modules or "rich" in sys.modules:
+    """Import structlog for `fmt`: for JSON without rich, colorama (and ctypes with
+    it) or better_exceptions (see the module docstring); a no-op once structlog or
+    one of them is imported (the CLI's other commands use rich)."""
+    if fmt != "json" or any(m in sys.modules for m in ("structlog", *_CONSOLE_ONLY)):
         return
-    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` fails in there
+    for module in _CONSOLE_ONLY:
+        sys.modules[module] = None  # type: ignore[assignment]  # its import fails in there
     try:
         import structlog  # noqa: F401
     finally:
-        del sys.modules["rich"]
+        for module in _CONSOLE_ONLY:
+            del sys.modules[module]

@@ -21,13 +21,13 @@ import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import msgspec
 
 from tfjob import __version__
 from tfjob.api.errors import TemporaryError
 from tfjob.runtimes.kubernetes.transport.credentials import Connection, Credentials, connection
 from tfjob.runtimes.kubernetes.transport.decode import continue_token, decode_status
+from tfjob.runtimes.kubernetes.transport.http_stack import aiohttp
 from tfjob.runtimes.kubernetes.transport.resources import Resource
 
 USER_AGENT = f"tfjob-operator/{__version__}"

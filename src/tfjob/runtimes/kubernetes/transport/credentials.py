@@ -46,7 +46,7 @@ class Auth:
     """What a request carries; a new one after each reading that changed anything."""
 
     authorization: str | None
-    tls: ssl.SSLContext | bool  # True: the system's CAs (or a plain-HTTP server)
+    tls: ssl.SSLContext | bool  # True: a plain-HTTP server (no TLS)
     server_hostname: str | None = None  # tls-server-name
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -166,8 +166,9 @@ def _renew_at(answer: ExecAnswer) -> float:
 
 def _auth(found: Found) -> Auth:
     headers = {"Authorization": found.authorization} if found.authorization else {}
-    custom = found.ca or found.certificate or not found.verify or found.tls_server_name
-    tls = _tls(found) if found.server.startswith("https") and custom else True
+    # Every https server gets a context of ours (the system's CAs when the kubeconfig
+    # names none): aiohttp's own are made without CAs (http_stack.py).
+    tls = _tls(found) if found.server.startswith("https") else True
     return Auth(found.authorization, tls, found.tls_server_name, headers)
 
 
