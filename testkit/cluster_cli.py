@@ -1,10 +1,11 @@
 """Driving the cluster commands of the real `tfjob` in child processes.
 
 A command run to its end (``Cli(...)``) is forked from one process per test worker
-that imported the cluster commands once (testkit/forked_cli.py): still a process of
-its own with the test's environment, without 0.4 CPU-s of interpreter start and
-imports each. A command the test follows, signals or reads while it runs
-(``Cli.start``) is started as a new interpreter.
+(and network namespace) that imported the cluster commands once
+(testkit/forked_cli.py): still a process of its own with the test's environment,
+without 0.4 CPU-s of interpreter start and imports each. A command the test
+follows, signals or reads while it runs (``Cli.start``) is started as a new
+interpreter.
 """
 
 from __future__ import annotations
@@ -176,16 +177,19 @@ _WARM_UP = "\n".join(
         "cluster_client.follow",
     )
 )
-_forked_cli: list[ForkedCli] = []
+#: One forking server per network namespace: a child is in its server's, and the real
+#: node's tests run theirs inside the node's (testkit/node.py).
+_forked_cli: dict[int, ForkedCli] = {}
 _forked_lock = threading.Lock()
 
 
 def _forked() -> ForkedCli:
+    namespace = os.stat("/proc/thread-self/ns/net").st_ino
     with _forked_lock:
-        if not _forked_cli:
-            _forked_cli.append(ForkedCli(_WARM_UP))
-            atexit.register(_forked_cli[0].close)
-        return _forked_cli[0]
+        if namespace not in _forked_cli:
+            _forked_cli[namespace] = ForkedCli(_WARM_UP)
+            atexit.register(_forked_cli[namespace].close)
+        return _forked_cli[namespace]
 
 
 def _env() -> dict[str, str]:

@@ -45,8 +45,10 @@ def test_the_converted_chief_ps_worker_tfjob_reaches_every_task(tmp_path: Path) 
 def test_the_converted_queued_tfjob_runs_as_the_original(tmp_path: Path) -> None:
     pair = run_both(EXAMPLES / "kueue" / "tfjob.yaml", tmp_path)
     original, converted = _printed(pair)
-    assert original == ["trained", "trained"]
-    assert converted == original
+    # A TFJob without a chief succeeds with worker 0: worker 1 may be stopped before
+    # it prints (a busy machine starts it later); the TrainJob waits for both nodes.
+    assert set(original) == {"trained"} and set(converted) == {"trained"}
+    assert len(converted) == 2
     documents = list(fast_yaml.load_all(pair.conversion))
     (trainjob,) = [d for d in documents if d["kind"] == "TrainJob"]
     assert trainjob["metadata"]["labels"] == {

@@ -17,6 +17,7 @@ import pytest
 from lightkube import Client, codecs
 
 from testkit.auto_kubelet import AutoKubelet
+from testkit.cluster import Cluster, KwokPods, Nodes
 from testkit.controlplane import ControlPlane
 from testkit.fault_proxy import FaultProxy, Rule, deletes_of, writes
 from testkit.helpers import wait_for
@@ -157,6 +158,7 @@ def test_the_api_server_restarted_under_the_operator(
     auto_kubelet: AutoKubelet,
     control_plane: ControlPlane,
     kube: Client,
+    cluster: Cluster,
 ) -> None:
     """The API server goes away for a second and comes back with the same data: the
     operator keeps running, finishes the jobs it had and takes new ones."""
@@ -175,6 +177,28 @@ def test_the_api_server_restarted_under_the_operator(
     jobs.wait_pods(every, TIMEOUT)
     jobs.wait_services(every, TIMEOUT)
     assert {n: u for n, u in auto_kubelet.uids.items() if len(u) > 1} == {}
+    _the_cluster_runs_pods_again(kube)
+
+
+def _the_cluster_runs_pods_again(kube: Client) -> None:
+    """The worker's next tests share the session's kube-scheduler and kwok, whose
+    watches come back after a back-off of their own: wait until a pod is scheduled and
+    run again (in a namespace of its own: the test's is played by ``auto_kubelet``)."""
+    from lightkube.models.meta_v1 import ObjectMeta
+    from lightkube.resources.core_v1 import Namespace, Pod
+
+    name = f"canary-{random.randrange(16**6):06x}"
+    kube.create(Namespace(metadata=ObjectMeta(name=name)))
+    nodes = Nodes(kube, name)
+    try:
+        nodes.add(1)
+        pod = {"metadata": {"name": "canary", "namespace": name, "labels": {"canary": "1"}},
+               "spec": {"containers": [{"name": "c", "image": "example.test/canary:1"}]}}  # fmt: skip
+        kube.create(Pod.from_dict(pod))
+        KwokPods(kube).wait_running(name, 1, labels={"canary": "1"}, timeout=120)
+    finally:
+        nodes.remove_all()
+        kube.delete(Namespace, name)
 
 
 def _answers(kube: Client) -> bool:
