@@ -139,6 +139,15 @@ def _live(status: dict[str, Any], jobset: dict[str, Any] | None) -> bool:
     return True
 
 
+def _wound_up(status: dict[str, Any], jobset: dict[str, Any] | None) -> bool:
+    """A complete JobSet's Jobs still active are deleted by JobSet's controller, a
+    moment later (seconds under load): once that is in its counts and the TrainJob's."""
+    if jobset is None:
+        return True
+    counts = (jobset.get("status") or {}).get("replicatedJobsStatus") or []
+    return _live(status, jobset) and all(not j.get("active") for j in counts)
+
+
 #: When a case has reached each step (the TrainJob's status, its JobSet, seconds since
 #: creation).
 STEPS: dict[str, Callable[[dict[str, Any], dict[str, Any] | None, float], bool]] = {
@@ -150,7 +159,9 @@ STEPS: dict[str, Callable[[dict[str, Any], dict[str, Any] | None, float], bool]]
     "resumed": lambda status, jobset, age: (
         _live(status, jobset) and _condition(status, "Suspended", "False") and _running(status)
     ),
-    "complete": lambda status, jobset, age: _condition(status, "Complete"),
+    "complete": lambda status, jobset, age: (
+        _condition(status, "Complete") and _wound_up(status, jobset)
+    ),
     "failed": lambda status, jobset, age: _condition(status, "Failed"),
     "deadline": lambda status, jobset, age: _condition(status, "Failed"),
     "idle": lambda status, jobset, age: age >= IDLE,
