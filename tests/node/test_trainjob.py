@@ -339,15 +339,22 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     serving = (f"{name}-ps-", f"{name}-node-")
 
     def only_chief_and_evaluator() -> list[dict[str, Any]] | None:
+        # The Jobs go once their pods have (foreground deletion: a moment later).
         pods = jobs.pods(name)
-        return None if any(p["metadata"]["name"].startswith(serving) for p in pods) else pods
+        if any(p["metadata"]["name"].startswith(serving) for p in pods):
+            return None
+        if any(j["metadata"]["name"].startswith(serving) for j in jobs.jobs(name)):
+            return None
+        return pods
 
     left = wait_for(
-        only_chief_and_evaluator, timeout=120, interval=0.5, message=f"{name}'s PS and worker to go"
+        only_chief_and_evaluator,
+        timeout=120,
+        interval=0.5,
+        message=f"{name}'s PS and worker Jobs and pods to go",
     )
     ended = datetime.fromisoformat(outcomes[name]["lastTransitionTime"]).timestamp()
     print(f"PS and worker pods gone {time.time() - ended:.0f} s after the TrainJob ended")
-    assert not [j for j in jobs.jobs(name) if j["metadata"]["name"].startswith(serving)]
     assert f"{name}-chief-0-0" in [p["metadata"]["name"].rsplit("-", 1)[0] for p in left]
     assert {p["status"]["phase"] for p in left} == {"Succeeded"}
     chief = reports(kube, jobs, name, "TFJOB_REPORT")[f"{name}-chief-0-0"]
