@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from lightkube import Client, codecs
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace, Pod
 
 from testkit.auto_kubelet import AutoKubelet
 from testkit.cluster import Cluster, KwokPods, Nodes
@@ -184,9 +186,6 @@ def _the_cluster_runs_pods_again(kube: Client) -> None:
     """The worker's next tests share the session's kube-scheduler and kwok, whose
     watches come back after a back-off of their own: wait until a pod is scheduled and
     run again (in a namespace of its own: the test's is played by ``auto_kubelet``)."""
-    from lightkube.models.meta_v1 import ObjectMeta
-    from lightkube.resources.core_v1 import Namespace, Pod
-
     name = f"canary-{random.randrange(16**6):06x}"
     kube.create(Namespace(metadata=ObjectMeta(name=name)))
     nodes = Nodes(kube, name)
@@ -202,8 +201,6 @@ def _the_cluster_runs_pods_again(kube: Client) -> None:
 
 
 def _answers(kube: Client) -> bool:
-    from lightkube.resources.core_v1 import Namespace
-
     try:
         kube.get(Namespace, "default")
     except Exception:
