@@ -7,17 +7,22 @@ child process, each the real program:
 - etcd, kube-apiserver, kube-controller-manager (default controllers: service
   accounts, the root CA ConfigMap, EndpointSlices, garbage collection, ...) and
   kube-scheduler, built by tools/envtest/build.sh;
-- containerd v2 with Debian's runc (state, sockets, runc root and images in the
-  node's folder), kubelet and kube-proxy (iptables mode) of the same k8s.io/kubernetes
-  build, and CoreDNS (a minimal build: kubernetes, cache, loadbalance) answering on
-  the bridge's address, all built by tools/node/build.sh;
+- containerd v2 with Debian's runc (state, sockets and runc root in the node's
+  folder; its root, where images are, in the machine's image store: below),
+  kubelet and kube-proxy (iptables mode) of the same k8s.io/kubernetes build, and
+  CoreDNS (a minimal build: kubernetes, cache, loadbalance) answering on the
+  bridge's address, all built by tools/node/build.sh;
 - pod networking by Debian's CNI plugins: ``bridge`` on the node's bridge with
   ``host-local`` addresses (kept in the node's folder) and ``loopback``.
 
 No image is ever pulled: the sandbox image is a local static ``pause``
 (tools/node/pause) pinned in containerd's config, and tests import theirs
 (``import_image``, ``import_buildah_image``). Pods must say ``imagePullPolicy:
-Never`` or ``IfNotPresent``.
+Never`` or ``IfNotPresent``. Imported images outlive the node: containerd's root is
+``IMAGE_STORE`` (one per containerd build), which ``stop()`` leaves with no container
+or sandbox in it, so the next node starts with the images and an image buildah still
+has under the same ID is not imported again. A store a node did not stop cleanly is
+emptied before use.
 
 The calling thread (the test process's main thread, or the ``up`` command) enters the
 namespace, so everything it starts afterwards, and its own API clients, are inside;
@@ -102,6 +107,16 @@ HOST_DIRS = (
     "/var/lib/cni",
     "/run/netns",
 )
+
+#: containerd's root kept between nodes (one node at a time: the machine lock), so
+#: the images imported once (the examples' image is 1.73 GB) are there the next time.
+IMAGE_STORE = Path(
+    os.environ.get("TFJOB_NODE_IMAGE_STORE") or Path.home() / ".cache" / "tfjob" / "node-images"
+)
+#: In the store while no node uses it and its last node stopped cleanly.
+_STORE_CLEAN = "stopped-cleanly"
+#: The image label that records the buildah image ID an image was imported from.
+_BUILDAH_ID_LABEL = "tfjob.test/buildah-id"
 
 #: The order parts stop in (the reverse of the start), kubelet before containerd.
 _PARTS = (
@@ -214,6 +229,22 @@ def _run(*args: str, check: bool = True, timeout: float = 60) -> subprocess.Comp
     if check and done.returncode != 0:
         raise NodeError(f"{' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
     return done
+
+
+def _open_image_store(store: Path) -> Path:
+    """The machine's image store (containerd's root is its `root`), held by this node
+    until it stops: kept as the last node left it when that node stopped cleanly (images only;
+    CRI's per-container folders of it dropped), emptied otherwise (a node that was
+    killed may have left containers and sandboxes in containerd's metadata)."""
+    root = store / "root"
+    marker = store / _STORE_CLEAN
+    if marker.exists():
+        marker.unlink()
+        shutil.rmtree(root / "io.containerd.grpc.v1.cri", ignore_errors=True)
+    elif store.exists():
+        shutil.rmtree(store)
+    root.mkdir(parents=True, exist_ok=True)
+    return store
 
 
 def _mounts_under(folder: Path) -> list[str]:
@@ -336,6 +367,7 @@ class Node:
         self._created_dirs: list[str] = []
         self._netns_context: contextlib.ExitStack | None = None
         self._machine_lock: int | None = None
+        self._store: Path | None = None  # the image store in use (containerd's root)
         self.timings: dict[str, float] = {}
 
     # -- paths -------------------------------------------------------------------------
@@ -600,7 +632,7 @@ class Node:
         runc_root = self._path("runc")
         return f"""\
 version = 4
-root = "{c / "root"}"
+root = "{self._store / "root" if self._store else c / "root"}"
 state = "{c / "state"}"
 temp = "{c / "tmp"}"
 imports = []
@@ -647,6 +679,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
 """
 
     def _start_containerd(self, assets: NodeAssets, deadline: float) -> None:
+        self._store = _open_image_store(IMAGE_STORE / assets.folder.name)
         config = self._path("containerd", "config.toml")
         config.write_text(self._containerd_config(assets))
         (self._path("cni", "net.d") / "10-tfjob.conflist").write_text(
@@ -873,15 +906,48 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
         self.ctr("images", "import", "--no-unpack=false", str(archive))
 
     def import_buildah_image(self, ref: str) -> float:
-        """An image of buildah's storage into the node; the seconds it took."""
+        """An image of buildah's storage into the node, unless the node's image store
+        has it from the same buildah image ID; the seconds it took."""
         started = time.monotonic()
+        found = _run("buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}", ref)
+        wanted = f"{_BUILDAH_ID_LABEL}={found.stdout.strip()}"
+        if wanted in self._image_labels(ref):
+            return time.monotonic() - started
         archive = self._path("import.tar")
         try:
             _run("buildah", "push", "--quiet", ref, f"docker-archive:{archive}:{ref}", timeout=900)
             self.import_image(archive)
         finally:
             archive.unlink(missing_ok=True)
+        self.ctr("images", "label", ref, wanted)
         return time.monotonic() - started
+
+    def _image_labels(self, ref: str) -> list[str]:
+        """The labels (`key=value`) of the node's image `ref`; none when it has none."""
+        for line in self.ctr("images", "ls").stdout.splitlines()[1:]:
+            fields = line.split()
+            if fields and fields[0] == ref:
+                return fields[-1].split(",")
+        return []
+
+    def _forget_containers(self) -> bool:
+        """Every task, container and sandbox out of containerd's metadata (their
+        processes are gone by now), so the image store keeps images only; whether
+        containerd took it all."""
+        done = True
+        for kind, *remove in (
+            ("tasks", "delete", "--force"),
+            ("containers", "delete"),
+            ("sandboxes", "rm", "--force"),
+        ):
+            listed = self.ctr(kind, "ls", check=False, timeout=60)  # a header, then IDs
+            ids = [line.split()[0] for line in listed.stdout.splitlines()[1:] if line.split()]
+            if listed.returncode != 0:
+                done = False
+            elif ids:
+                removed = self.ctr(kind, *remove, *ids, check=False, timeout=120)
+                done = done and removed.returncode == 0
+        return done and not self.ctr("containers", "ls", "-q", check=False).stdout.split()
 
     def images(self) -> list[str]:
         return self.ctr("images", "ls", "-q").stdout.split()
@@ -962,9 +1028,14 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.3)
-        # 2. the rest, in reverse start order.
+        # 2. containerd's image store left with images only, then the rest, in reverse
+        #    start order; the store is marked clean once containerd has stopped.
+        store, self._store = self._store, None
+        clean = store is not None and "containerd" in self.pids and self._forget_containers()
         for name in reversed(_PARTS):
             self._stop_part(name)
+        if store is not None and clean:
+            (store / _STORE_CLEAN).touch()
         # 3. what they left on the machine.
         _unmount_all(folder)
         self._remove_cgroups()
