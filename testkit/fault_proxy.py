@@ -117,6 +117,8 @@ class FaultProxy:
     _thread: threading.Thread | None = None
     open_connections: int = 0  # clients' connections open now
     most_connections: int = 0  # the most open at once
+    connections_made: int = 0  # clients' connections accepted in all
+    _idle: set[asyncio.StreamWriter] = field(default_factory=set)  # between two requests
     _server: asyncio.Server | None = None
     _pool: Pool | None = None
     _upstream: Origin | None = None
@@ -184,6 +186,19 @@ class FaultProxy:
         future = asyncio.run_coroutine_threadsafe(self._cut(), self._loop)
         return future.result(10)
 
+    def close_idle_connections(self) -> int:
+        """Close (FIN, as a server's idle timeout does) every client connection
+        waiting for its next request; how many."""
+        assert self._loop is not None
+
+        async def close() -> int:
+            idle = list(self._idle)
+            for writer in idle:
+                writer.close()
+            return len(idle)
+
+        return asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+
     # -- the server ---------------------------------------------------------------------
 
     def _serve(self, ready: threading.Event) -> None:
@@ -236,10 +251,16 @@ class FaultProxy:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One client connection: its requests one after the other (keep-alive)."""
         self.open_connections += 1
+        self.connections_made += 1
         self.most_connections = max(self.most_connections, self.open_connections)
         try:
-            while (request := await _read_request(reader)) is not None:
-                if not await self._handle(request, reader, writer):
+            while True:
+                self._idle.add(writer)
+                try:
+                    request = await _read_request(reader)
+                finally:
+                    self._idle.discard(writer)
+                if request is None or not await self._handle(request, reader, writer):
                     break
         except (OSError, HttpError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass

@@ -36,6 +36,7 @@ from tfjob.runtimes.kubernetes.transport.resources import Resource
 
 USER_AGENT = f"tfjob-operator/{__version__}"
 REQUEST_TIMEOUT = 30.0
+WATCH_SILENCE = 60.0  # seconds past a watch's server-side timeout without a byte: it is gone
 POOL_SIZE = 64  # connections kept open (a burst of creates reuses them all)
 # Sent with every request (a request's own Accept or Accept-Encoding replaces them).
 HEADERS = {"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "gzip"}
@@ -348,7 +349,7 @@ class KubeClient:
             resource.path(namespace),
             params,
             {"Accept": accept} if accept else {},
-            silence=timeout_seconds + 60.0,
+            silence=timeout_seconds + WATCH_SILENCE,
             timeout_message="watch went silent",
         )
         async for line in stream:

@@ -8,10 +8,12 @@ need and no more:
 
 - a pool of keep-alive connections per (host, port, TLS context, server name), at
   most POOL_LIMIT open in all (requests wait their turn when it is full), an idle one
-  closed after IDLE_SECONDS; a connection the peer closed while idle is seen before it
-  is used, and a request that fails on a reused connection before any byte of its
-  answer came back is sent once more on a new one (the server did not process it:
-  Go's transport does the same);
+  closed after IDLE_SECONDS (the API server closes them after 90 s); a connection the
+  peer closed while idle is seen before it is used, and a read (GET, HEAD) that fails
+  on a reused connection before any byte of its answer came back is sent once more on
+  a new one: the server may have closed it as the request went. As Go's transport, a
+  write is not sent again (the server may have carried it out: the caller knows
+  whether a write can be repeated, this module does not);
 - one write per request (head and body together);
 - answers framed by Content-Length, chunked transfer-encoding or the connection's
   end, gzip-decoded, read whole or piece by piece as they arrive (watches, list
@@ -430,8 +432,8 @@ class Pool:
                     status, answer = _head(await connection.read_until(b"\r\n\r\n", HEAD_LIMIT))
             except (OSError, HttpError) as error:
                 self.release(connection, reusable=False)
-                if reused and connection.received == 0 and not isinstance(error, TimeoutError):
-                    fresh = True  # not processed by the server: once more, on a new one
+                if _replayable(method, reused, connection, error):
+                    fresh = True  # once more, on a new connection
                     continue
                 raise
             except BaseException:
@@ -487,12 +489,17 @@ class Pool:
             await self._wait_turn()
 
     def _take_idle(self, key: Key) -> _Connection | None:
+        """The most recently used idle connection to `key` still open (and not idle
+        too long: the sweeper may not have come by yet)."""
         connections = self._idle.get(key)
+        if not connections:
+            return None
+        oldest = asyncio.get_running_loop().time() - self._idle_seconds
         while connections:
             connection = connections.pop()
-            if connection.usable:
+            if connection.usable and connection.idle_since > oldest:
                 return connection
-            connection.close()  # the server closed it while idle
+            connection.close()  # the server closed it while idle, or it idled too long
             self._open -= 1
         return None
 
@@ -561,6 +568,18 @@ class Pool:
         if self._idle:
             self._sweep_later()
         self._wake_one()
+
+
+def _replayable(method: str, reused: bool, connection: _Connection, error: Exception) -> bool:
+    """A read that got nothing back on a connection that had served before: most
+    likely the server closed it just as the request went (Go's transport asks the
+    same). Not a timeout: that is the caller's to see."""
+    return (
+        reused
+        and connection.received == 0
+        and method in ("GET", "HEAD")
+        and not isinstance(error, TimeoutError)
+    )
 
 
 def _request(
