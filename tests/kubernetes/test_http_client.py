@@ -68,7 +68,9 @@ async def test_lists_and_watches_read_gzip_and_chunked_answers(
         ]
         names = [[item["metadata"]["name"] for item in page["items"]] for page in pages]
         assert len(names[0]) == 12 and len(pages) == 2
-        assert sorted(name for page in names for name in page) == sorted(f"big-{i}" for i in range(16))
+        assert sorted(name for page in names for name in page) == sorted(
+            f"big-{i}" for i in range(16)
+        )
 
         # The whole list asked for by hand: it does come gzipped.
         auth = await connection(str(kubeconfig)).credentials.auth()
