@@ -239,6 +239,8 @@ class Response:
 
     async def read(self) -> bytes:
         """The whole body, decoded."""
+        if self._done:  # none (HEAD, 204, 304), or read already
+            return b""
         length = self.headers.get("content-length")
         connection = self._connection
         if length is not None and "transfer-encoding" not in self.headers and connection:
