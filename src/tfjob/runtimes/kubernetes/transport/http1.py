@@ -220,6 +220,9 @@ class _Connection(asyncio.Protocol):
         self._waiter = None
 
 
+_Waiter = tuple[Key, "asyncio.Future[_Connection | None]"]
+
+
 class Response:
     """An answer's status and headers; its body read by `read` or `chunks`, once.
 
@@ -369,7 +372,9 @@ class Pool:
         self._idle_seconds = idle_seconds
         self._idle: dict[Key, list[_Connection]] = {}  # the most recently used last
         self._open = 0  # connected, connecting, in use or idle
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        # Requests waiting for a connection, first come first served: each is handed a
+        # connection to its server, or None: a slot to open one in.
+        self._waiters: collections.deque[_Waiter] = collections.deque()
         self._sweeper: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -434,8 +439,8 @@ class Pool:
                     status, answer = _head(await connection.read_until(b"\r\n\r\n", HEAD_LIMIT))
             except (OSError, HttpError) as error:
                 self.release(connection, reusable=False)
-                if _replayable(method, reused, connection, error):
-                    fresh = True  # once more, on a new connection
+                if not fresh and _replayable(method, reused, connection, error):
+                    fresh = True  # once more (once), on a new connection if one can open
                     continue
                 raise
             except BaseException:
@@ -447,16 +452,18 @@ class Pool:
             return response
 
     def release(self, connection: _Connection, *, reusable: bool) -> None:
-        """A connection no request uses any more: kept for the next, or closed."""
+        """A connection no request uses any more: handed to the first request waiting
+        for its server, else kept idle for the next; or closed (its slot handed on)."""
         connection.read_timeout = None
         if reusable and not self._closed and connection.usable:
+            if self._hand_over(connection):
+                return
             connection.idle_since = asyncio.get_running_loop().time()
             self._idle.setdefault(connection.key, []).append(connection)
             self._sweep_later()
         else:
             connection.close()
-            self._open -= 1
-        self._wake_one()
+            self._slot_freed()
 
     async def close(self) -> None:
         """Close every idle connection; those in use close when released."""
@@ -477,18 +484,17 @@ class Pool:
     ) -> tuple[_Connection, bool]:
         """An idle connection to `key` (reused: True), else a new one once fewer than
         `limit` are open (an idle one to another server is closed to make room)."""
-        while True:
-            if not fresh and (connection := self._take_idle(key)) is not None:
-                return connection, True
-            if self._open < self._limit or self._close_an_idle():
-                self._open += 1
-                try:
-                    return await self._connect(key, connect_timeout), False
-                except BaseException:
-                    self._open -= 1
-                    self._wake_one()
-                    raise
-            await self._wait_turn()
+        if not fresh and (connection := self._take_idle(key)) is not None:
+            return connection, True
+        if self._open < self._limit or self._close_an_idle():
+            self._open += 1
+        elif (given := await self._wait_turn(key)) is not None:
+            return given, True
+        try:  # in a slot of its own
+            return await self._connect(key, connect_timeout), False
+        except BaseException:
+            self._slot_freed()
+            raise
 
     def _take_idle(self, key: Key) -> _Connection | None:
         """The most recently used idle connection to `key` still open (and not idle
@@ -527,25 +533,47 @@ class Pool:
             )
         return connection
 
-    async def _wait_turn(self) -> None:
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+    async def _wait_turn(self, key: Key) -> _Connection | None:
+        """Wait behind the requests that came first: a connection to `key`, or None
+        (a slot to open one in)."""
+        waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((key, waiter))
         try:
-            await waiter
+            return await waiter
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self._wake_one()  # woken, but will not take its turn: pass it on
+            if waiter.done() and not waiter.cancelled():  # handed one it will not use
+                given = waiter.result()
+                if given is None:
+                    self._slot_freed()
+                else:
+                    self.release(given, reusable=True)
             raise
-        finally:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
 
-    def _wake_one(self) -> None:
+    def _hand_over(self, connection: _Connection) -> bool:
+        """To the first request waiting for its server; if only requests for other
+        servers wait, it is closed and the first of them gets its slot."""
+        waiters = self._waiters
+        while waiters and waiters[0][1].done():
+            waiters.popleft()  # cancelled
+        if not waiters:
+            return False
+        for index, (key, waiter) in enumerate(waiters):
+            if key == connection.key and not waiter.done():
+                del waiters[index]
+                waiter.set_result(connection)
+                return True
+        connection.close()
+        waiters.popleft()[1].set_result(None)
+        return True
+
+    def _slot_freed(self) -> None:
+        """A connection closed: the first waiting request may open one instead."""
         while self._waiters:
-            waiter = self._waiters.popleft()
+            _, waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)
+                waiter.set_result(None)  # the slot is its now: `_open` unchanged
                 return
+        self._open -= 1
 
     def _sweep_later(self) -> None:
         if self._sweeper is None:
@@ -562,14 +590,13 @@ class Pool:
             for one in connections:
                 if one not in keep:
                     one.close()
-                    self._open -= 1
+                    self._slot_freed()
             if keep:
                 self._idle[key] = keep
             else:
                 del self._idle[key]
         if self._idle:
             self._sweep_later()
-        self._wake_one()
 
 
 def _replayable(method: str, reused: bool, connection: _Connection, error: Exception) -> bool:
