@@ -9,7 +9,7 @@ writes, as soon as it may and as many at once as the API server takes:
 - with --events, also the Events tfjob records for that work (one per created
   object, one per exited pod, one TFJobSucceeded: ~13 a job), 4 at a time on their
   own budget, as tfjob's recorder writes them.
-The same client (aiohttp, our KubeClient) and limits (--kube-api-qps/--kube-api-burst)
+The same client (our KubeClient on http1.py) and limits (--kube-api-qps/--kube-api-burst)
 as the operators. So its time is what the API server and the bench's kubelet need for
 the work on this machine, and its CPU what our HTTP stack needs for the requests.
 
@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.operator_bench import create_objects
 from tfjob.core.settings import Settings
 from tfjob.frameworks.tensorflow import TENSORFLOW
+from tfjob.runtimes.kubernetes.controller.server import Answer, _handler
 from tfjob.runtimes.kubernetes.transport.client import KubeClient
 from tfjob.runtimes.kubernetes.transport.resources import EVENTS, PODS, Resource, jobs_of, owned_by
 
@@ -220,17 +220,14 @@ class Floor:
             print(f"floor: {task.exception()!r}", flush=True)
 
 
-async def serve(port: int, answer: Callable[[], bool]) -> web.AppRunner:
-    async def handle(_request: web.Request) -> web.Response:
-        return web.Response(status=200 if answer() else 503, text="")
+async def serve(port: int, answer: Callable[[], bool]) -> asyncio.Server:
+    """/readyz and /metrics (empty), on the operator's own little server."""
 
-    app = web.Application()
-    app.router.add_get("/readyz", handle)
-    app.router.add_get("/metrics", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return runner
+    def handle() -> Answer:
+        return (200 if answer() else 503), "text/plain", b""
+
+    routes = {"/readyz": handle, "/metrics": handle}
+    return await asyncio.start_server(_handler(routes), "127.0.0.1", port, reuse_address=True)
 
 
 async def main() -> None:
@@ -258,7 +255,8 @@ async def main() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await work  # raises what stopped it, if it failed
     for runner in runners:
-        await runner.cleanup()
+        runner.close()
+        await runner.wait_closed()
     await client.close()
 
 

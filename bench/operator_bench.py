@@ -24,7 +24,7 @@ each with its baseline or goal:
 
 With --client-costs it first shows why the client is built as it is: decoding a
 5,000-pod list into our projection vs lightkube's models vs plain dicts, and the client
-CPU of one create through httpx (lightkube's transport) vs aiohttp (ours).
+CPU of one create through httpx (lightkube's transport) vs our client (transport/http1.py).
 
 Run: python bench/operator_bench.py [--jobs 200] [--memory-jobs 2000] [--skip-memory]
      [--client-costs] [--profile operator.prof] [--operator-src ../before/src]
@@ -669,7 +669,7 @@ def _timed(work: Any) -> float:
 
 
 async def request_costs(kubeconfig: Path, count: int = 1000) -> None:
-    """Client CPU per create, httpx (what lightkube uses) vs aiohttp (ours)."""
+    """Client CPU per create, httpx (what lightkube uses) vs ours (transport/http1.py)."""
     import resource as rusage
 
     import httpx2
@@ -709,7 +709,7 @@ async def request_costs(kubeconfig: Path, count: int = 1000) -> None:
             )
             assert answer.status_code == 201
 
-    async def via_aiohttp(i: int) -> None:
+    async def via_ours(i: int) -> None:
         from tfjob.runtimes.kubernetes.transport.resources import Resource
 
         async with gate:
@@ -718,7 +718,7 @@ async def request_costs(kubeconfig: Path, count: int = 1000) -> None:
     print(f"0b. client CPU for {count} creates, 32 at a time")
     for name, one in (
         ("httpx (lightkube's transport)", via_httpx),
-        ("aiohttp (ours)", via_aiohttp),
+        ("ours (http1.py)", via_ours),
     ):
         started, used = time.perf_counter(), cpu()
         await asyncio.gather(*(one(i) for i in range(count)))

@@ -13,27 +13,33 @@ and `cut_watches()` (or `watch_lifetime`) drops every open watch stream mid-flig
 Faults are drawn from a seeded random generator, so a failing run can be replayed,
 and every injected fault is counted in `injected` for the test to assert on.
 
-It runs an aiohttp server on its own event loop in a thread, so a synchronous test
-drives it while the operator runs as a subprocess.
+It is a small HTTP/1.1 server of its own on `asyncio.start_server` (keep-alive, as
+the operator's client uses it), forwarding through tfjob's own client
+(transport/http1.py), on its own event loop in a thread, so a synchronous test drives
+it while the operator runs as a subprocess. It counts the connections its clients
+hold open (`open_connections`, `most_connections`): what the API server would see.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import random
 import ssl
 import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-import aiohttp
 import yaml
-from aiohttp import web
 
 from testkit import fast_yaml
+from tfjob.runtimes.kubernetes.transport.http1 import HttpError, Origin, Pool, Response
 
 _HOP_BY_HOP = {
     "connection",
@@ -42,8 +48,26 @@ _HOP_BY_HOP = {
     "content-length",
     "host",
     "upgrade",
+    "accept-encoding",  # the API server answers the proxy uncompressed; it relays as is
 }
 _REASONS = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+_HEAD_LIMIT = 1 << 20
+
+
+@dataclass
+class _Request:
+    method: str
+    target: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.target).path
+
+    @property
+    def watch(self) -> bool:
+        return parse_qs(urlsplit(self.target).query).get("watch", [""])[0] in ("true", "1")
 
 
 @dataclass
@@ -91,8 +115,14 @@ class FaultProxy:
     url: str = ""
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
-    _runner: web.AppRunner | None = None
-    _session: aiohttp.ClientSession | None = None
+    open_connections: int = 0  # clients' connections open now
+    most_connections: int = 0  # the most open at once
+    connections_made: int = 0  # clients' connections accepted in all
+    _idle: set[asyncio.StreamWriter] = field(default_factory=set)  # between two requests
+    _server: asyncio.Server | None = None
+    _pool: Pool | None = None
+    _upstream: Origin | None = None
+    _context: ssl.SSLContext | None = None
     _watches: dict[asyncio.BaseTransport, asyncio.Task[Any] | None] = field(default_factory=dict)
     _random: random.Random = field(default_factory=random.Random)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -156,6 +186,19 @@ class FaultProxy:
         future = asyncio.run_coroutine_threadsafe(self._cut(), self._loop)
         return future.result(10)
 
+    def close_idle_connections(self) -> int:
+        """Close (FIN, as a server's idle timeout does) every client connection
+        waiting for its next request; how many."""
+        assert self._loop is not None
+
+        async def close() -> int:
+            idle = list(self._idle)
+            for writer in idle:
+                writer.close()
+            return len(idle)
+
+        return asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+
     # -- the server ---------------------------------------------------------------------
 
     def _serve(self, ready: threading.Event) -> None:
@@ -166,36 +209,24 @@ class FaultProxy:
         self._loop.run_forever()
 
     async def _start_server(self) -> None:
-        context = ssl.create_default_context(cafile=str(self.ca))
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=context, limit=256),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
-            auto_decompress=False,
+        self._context = ssl.create_default_context(cafile=str(self.ca))
+        self._upstream = Origin.parse(self.upstream)
+        self._pool = Pool(limit=256)
+        self._server = await asyncio.start_server(
+            self._connection, "127.0.0.1", 0, limit=_HEAD_LIMIT
         )
-        app = web.Application(client_max_size=64 * 2**20)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        # handler_cancellation: a handler relaying a watch ends when its client goes.
-        self._runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            handler_cancellation=True,
-            shutdown_timeout=1.0,
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = self._server.sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
 
     async def _shutdown(self) -> None:
         await self._cut()
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self._session is not None:
-            await self._session.close()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self._server.wait_closed()
+        if self._pool is not None:
+            await self._pool.close()
 
     async def _cut(self) -> int:
         cut = len(self._watches)
@@ -217,61 +248,111 @@ class FaultProxy:
                     return rule
         return None
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        method, path = request.method, request.path
-        watch = request.query.get("watch") in ("true", "1")
-        body = await request.read()
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One client connection: its requests one after the other (keep-alive)."""
+        self.open_connections += 1
+        self.connections_made += 1
+        self.most_connections = max(self.most_connections, self.open_connections)
+        try:
+            while True:
+                self._idle.add(writer)
+                try:
+                    request = await _read_request(reader)
+                finally:
+                    self._idle.discard(writer)
+                if request is None or not await self._handle(request, reader, writer):
+                    break
+        except (OSError, HttpError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            self.open_connections -= 1
+            writer.transport.abort()
+
+    async def _handle(
+        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Answer one request (or inject its fault); False: the connection is done."""
+        method, path, watch = request.method, request.path, request.watch
         rule = self._choose(method, path, watch)
         fault = rule.fault if rule is not None else ""
         if rule is not None and fault == "delay":
             await asyncio.sleep(rule.delay)
         if fault in ("429", "500", "503"):
-            return _status(int(fault))
+            writer.write(_status(int(fault)))
+            await writer.drain()
+            return True
         if fault == "reset-before":
-            return _reset(request)
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
-        assert self._session is not None
+            return False  # dropped without an answer
+        headers = {k: v for k, v in request.headers.items() if k not in _HOP_BY_HOP}
+        assert self._pool is not None and self._upstream is not None
         try:
-            async with self._session.request(
+            upstream = await self._pool.open(
                 method,
-                self.upstream + request.path_qs,
-                headers=headers,
-                data=body or None,
-                allow_redirects=False,
-            ) as upstream:
-                if fault == "reset-after":
-                    await upstream.read()
-                    return _reset(request)
-                self.requests[f"{method} {_resource(path)}"] += 1
-                return await self._relay(request, upstream, watch)
-        except (aiohttp.ClientError, OSError):
-            return _reset(request)  # the API server went away: so does the answer
+                self._upstream,
+                request.target,
+                headers,
+                request.body or None,
+                tls=self._context,
+                connect_timeout=5.0,
+            )
+        except (OSError, HttpError):
+            return False  # the API server went away: so does the answer
+        try:
+            if fault == "reset-after":
+                await upstream.read()
+                return False
+            self.requests[f"{method} {_resource(path)}"] += 1
+            return await self._relay(method, upstream, reader, writer, watch)
+        except (OSError, HttpError):
+            return False
+        finally:
+            upstream.release()
 
     async def _relay(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, watch: bool
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(status=upstream.status)
-        for key, value in upstream.headers.items():
-            if key.lower() not in _HOP_BY_HOP:
-                response.headers[key] = value
-        await response.prepare(request)
-        transport = request.transport
-        if watch and transport is not None:
-            self._watches[transport] = asyncio.current_task()
+        self,
+        method: str,
+        upstream: Response,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        watch: bool,
+    ) -> bool:
+        """The API server's answer, re-framed chunked, piece by piece as it comes; a
+        watch ends when its client goes (its socket's end is read meanwhile)."""
+        status = upstream.status
+        head = [f"HTTP/1.1 {status} {_phrase(status)}\r\n"]
+        head += [f"{k}: {v}\r\n" for k, v in upstream.headers.items() if k not in _HOP_BY_HOP]
+        if method == "HEAD" or status in (204, 304):  # no body
+            writer.write("".join([*head, "\r\n"]).encode("latin-1"))
+            await writer.drain()
+            return True
+        head.append("Transfer-Encoding: chunked\r\n\r\n")
+        writer.write("".join(head).encode("latin-1"))
+        transport = writer.transport
+        gone: asyncio.Task[bytes] | None = None
+        if watch:
+            relay = asyncio.current_task()
+            self._watches[transport] = relay
+
+            def client_gone(done: asyncio.Task[bytes]) -> None:
+                if not done.cancelled() and relay is not None:
+                    relay.cancel()  # its client went: stop relaying
+
+            gone = asyncio.ensure_future(reader.read(1))
+            gone.add_done_callback(client_gone)
         lifetime = self._watch_deadline() if watch else None
         try:
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
+            async for chunk in upstream.chunks():
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                await writer.drain()
                 if lifetime is not None and asyncio.get_running_loop().time() > lifetime:
-                    _abort(request)
-                    break
-            await response.write_eof()
-        except (ConnectionResetError, aiohttp.ClientError, OSError):
-            pass
+                    return False
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return not watch
         finally:
-            if transport is not None:
-                self._watches.pop(transport, None)
-        return response
+            if gone is not None:
+                gone.cancel()
+            self._watches.pop(transport, None)
 
     def _watch_deadline(self) -> float | None:
         if self.watch_lifetime is None:
@@ -289,29 +370,54 @@ def _resource(path: str) -> str:
     return parts[-1] if parts else ""
 
 
-def _status(code: int) -> web.Response:
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "message": f"injected by the fault proxy ({code})",
-        "reason": _REASONS.get(code, "InternalError"),
-        "code": code,
-    }
-    headers = {"Retry-After": "1"} if code == 429 else {}
-    return web.json_response(body, status=code, headers=headers)
+def _status(code: int) -> bytes:
+    """An error answer as the API server words one (a metav1.Status)."""
+    body = json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": f"injected by the fault proxy ({code})",
+            "reason": _REASONS.get(code, "InternalError"),
+            "code": code,
+        }
+    ).encode()
+    retry = "Retry-After: 1\r\n" if code == 429 else ""
+    head = (
+        f"HTTP/1.1 {code} {_phrase(code)}\r\nContent-Type: application/json\r\n{retry}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
 
 
-def _abort(request: web.Request) -> None:
-    transport = request.transport
-    if transport is not None:
-        transport.abort()
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "-"
 
 
-def _reset(request: web.Request) -> web.StreamResponse:
-    """Drop the connection without an answer (the handler's return goes nowhere)."""
-    _abort(request)
-    return web.Response(status=499)
+async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
+    """The next request on a connection; None at its end."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    request_line, *lines = head[:-4].decode("latin-1").split("\r\n")
+    method, target, _version = request_line.split(" ", 2)
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if "chunked" in headers.get("transfer-encoding", ""):
+        body = b""
+        while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+            body += await reader.readexactly(size + 2)
+            body = body[:-2]
+        await reader.readuntil(b"\r\n")
+    else:
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return _Request(method, target, headers, body)
 
 
 def token_of(kubeconfig: Path) -> str:

@@ -42,10 +42,23 @@ def test_unknown_command_is_an_error() -> None:
 def test_run_does_not_import_the_operator_stack() -> None:
     code = (
         "import sys; from tfjob.interfaces.cli import cli; cli.get_command(None, 'run');"
-        "print(any(m.startswith(('aiohttp', 'kubernetes_asyncio', 'lightkube', 'prometheus_client')) for m in sys.modules))"
+        "print(any(m.startswith(('tfjob.runtimes.kubernetes.transport.http1', 'tfjob.runtimes.kubernetes.controller', 'kubernetes_asyncio', 'lightkube', 'prometheus_client')) for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_operator_imports_no_http_library() -> None:
+    """Its HTTP client is tfjob's own (transport/http1.py): aiohttp and its
+    dependencies were some 9 MB of the operator's memory
+    (docs/decisions/0037-own-http-client.md)."""
+    code = (
+        "import sys; from tfjob.interfaces.cli import cli; cli.get_command(None, 'operator');"
+        "import tfjob.runtimes.kubernetes.controller.operator;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'multidict', 'yarl', 'httpx', 'urllib3', 'requests')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_python_dash_m() -> None:

@@ -1,7 +1,7 @@
 """The `tfjob` command: a thin click front end over the runtimes and the core.
 
 Each sub-command lives in its own module and is imported only when it runs: the
-operator pulls in aiohttp and prometheus_client, which `tfjob run` and
+operator pulls in asyncio, ssl and prometheus_client, which `tfjob run` and
 `tfjob render` should not pay for at every start (~0.35 s).
 """
 

@@ -299,11 +299,6 @@ def command(ctx: click.Context, /, **params: Any) -> None:
 
 
 def run(options: OperatorOptions) -> int:
-    from tfjob.runtimes.kubernetes.transport.lean_aiohttp import (
-        import_aiohttp_without_default_contexts,
-    )
-
-    import_aiohttp_without_default_contexts()  # first: the operator's own requests only
     from tfjob.runtimes.kubernetes.controller import operator
 
     return operator.run(options)

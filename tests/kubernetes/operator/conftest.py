@@ -1,6 +1,6 @@
 """Fixtures for the tests of the operator's parts run in-process on the real API server.
 
-- ``client`` (function): our KubeClient (aiohttp) as admin, closed after the test.
+- ``client`` (function): our KubeClient (http1.py) as admin, closed after the test.
 - ``parts`` (function): an operator's parts wired in-process with their informers
   running (testkit/operator_parts.py), for the reconciler's tests on the real API server;
   ``fake_parts`` the same on the in-memory API (namespace "default").

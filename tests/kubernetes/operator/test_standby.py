@@ -15,7 +15,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-import aiohttp
 import pytest
 
 from testkit.fake_api import FakeApi
@@ -25,6 +24,7 @@ from tfjob.api.timestamps import rfc3339_micro
 from tfjob.frameworks.tensorflow import TENSORFLOW
 from tfjob.runtimes.kubernetes.controller.leader import LeaderConfig
 from tfjob.runtimes.kubernetes.controller.operator import Operator, OperatorOptions
+from tfjob.runtimes.kubernetes.transport.http1 import Origin, Pool
 from tfjob.runtimes.kubernetes.transport.resources import LEASES, PODS, jobs_of
 
 TFJOBS = jobs_of(TENSORFLOW)
@@ -58,11 +58,12 @@ class Replica:
         addresses = self.operator.servers.addresses()
         if not addresses:
             return 0
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(f"{addresses[0]}/readyz") as answer,
-        ):
-            return answer.status
+        pool = Pool()
+        try:
+            status, _ = await pool.fetch("GET", Origin.parse(addresses[0]), "/readyz", {})
+        finally:
+            await pool.close()
+        return status
 
     async def wait_ready(self) -> None:
         loop = asyncio.get_running_loop()

@@ -6,11 +6,14 @@ far slower and bigger than decoding straight into our projections, and lightkube
 watch cannot ask for bookmarks (docs/decisions/0001-msgspec-projections.md). aiohttp
 rather than httpx, because its client CPU per request is a fraction of httpx's, and on
 a small machine the operator's CPU is taken from the API server's
-(docs/decisions/0003-aiohttp-over-httpx.md). Credentials are read by a loader of ours
-(kubeconfig.py, kept current by credentials.py), so aiohttp is the one HTTP stack;
-this module sends the few requests the operator needs and hands back bytes. Each
-request carries the credentials' current header and TLS context, so a refreshed client
-certificate is presented on the connections opened after the refresh.
+(docs/decisions/0003-aiohttp-over-httpx.md), and now an HTTP/1.1 client of our own
+rather than aiohttp (http1.py), at half aiohttp's CPU per request and without its 9 MB
+of modules (docs/decisions/0037-own-http-client.md). Credentials are read by a loader
+of ours (kubeconfig.py, kept current by credentials.py); this module sends the few
+requests the operator needs and hands back bytes. Each request carries the
+credentials' current header and TLS context, so a refreshed client certificate is
+presented on the connections opened after the refresh (the pool keeps connections
+per context).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import collections
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import msgspec
 
@@ -27,12 +31,15 @@ from tfjob import __version__
 from tfjob.api.errors import TemporaryError
 from tfjob.runtimes.kubernetes.transport.credentials import Connection, Credentials, connection
 from tfjob.runtimes.kubernetes.transport.decode import continue_token, decode_status
-from tfjob.runtimes.kubernetes.transport.http_stack import aiohttp
+from tfjob.runtimes.kubernetes.transport.http1 import HttpError, Origin, Pool, Response
 from tfjob.runtimes.kubernetes.transport.resources import Resource
 
 USER_AGENT = f"tfjob-operator/{__version__}"
 REQUEST_TIMEOUT = 30.0
+WATCH_SILENCE = 60.0  # seconds past a watch's server-side timeout without a byte: it is gone
 POOL_SIZE = 64  # connections kept open (a burst of creates reuses them all)
+# Sent with every request (a request's own Accept or Accept-Encoding replaces them).
+HEADERS = {"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "gzip"}
 _encode = msgspec.json.encode
 BATCH = 0.25  # seconds of tokens a throttled queue is handed at once (TokenBucket)
 REFUSED = (400, 422)  # answers that will not change for the same request (ApiError.refused)
@@ -175,14 +182,13 @@ class KubeClient:
     def __init__(
         self,
         server: str,
-        session: aiohttp.ClientSession,
+        pool: Pool,
         credentials: Credentials,
         throttle: TokenBucket | None = None,
     ) -> None:
-        # Kept as a prefix, not as the session's base_url: a server behind a proxy may
-        # carry a path (https://host/k8s/clusters/c-1), which base_url would drop.
         self._server = server.rstrip("/")
-        self._session = session
+        self._origin = Origin.parse(self._server)  # its path, if any, prefixes every request
+        self._pool = pool
         self._credentials = credentials
         self._throttle = throttle
         # Called with (method, status code) after every answer, for metrics.
@@ -198,25 +204,15 @@ class KubeClient:
     ) -> KubeClient:
         """From a kubeconfig file, else in-cluster credentials, else $KUBECONFIG.
 
-        Must be called with an event loop running (the session belongs to it).
+        Must be called with an event loop running (the connections belong to it).
         """
         return cls.from_connection(connection(kubeconfig), qps=qps, burst=burst)
 
     @classmethod
     def from_connection(cls, conn: Connection, *, qps: float = 0.0, burst: int = 0) -> KubeClient:
         # TLS is given per request (the credentials' current context), not here.
-        connector = aiohttp.TCPConnector(
-            limit=POOL_SIZE,
-            keepalive_timeout=60.0,
-        )
-        session = aiohttp.ClientSession(
-            connector=connector,
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
-            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
-            auto_decompress=True,
-        )
         throttle = TokenBucket(qps, burst or int(qps) or 1) if qps > 0 else None
-        return cls(conn.server, session, conn.credentials, throttle)
+        return cls(conn.server, Pool(POOL_SIZE), conn.credentials, throttle)
 
     def with_own_budget(self) -> KubeClient:
         """The same connections and credentials with a throttle of its own (same QPS
@@ -224,7 +220,7 @@ class KubeClient:
         So the process may send twice the QPS set; Kubeflow's operator (v1.9.4) puts
         its Events in the one bucket of all its requests."""
         throttle = self._throttle.twin() if self._throttle is not None else None
-        twin = KubeClient(self._server, self._session, self._credentials, throttle)
+        twin = KubeClient(self._server, self._pool, self._credentials, throttle)
         twin.on_response = self.on_response
         return twin
 
@@ -233,7 +229,7 @@ class KubeClient:
         return self._server
 
     async def close(self) -> None:
-        await self._session.close()
+        await self._pool.close()
 
     # -- reading ----------------------------------------------------------------------
 
@@ -317,7 +313,7 @@ class KubeClient:
         """One page, read as it arrives: `ask(token)` once its continue token is known
         (not called for the last page)."""
 
-        async def read(response: aiohttp.ClientResponse) -> bytes:
+        async def read(response: Response) -> bytes:
             if response.status < 300:
                 return await _page_body(response, ask)
             return await response.read()
@@ -349,26 +345,15 @@ class KubeClient:
             params["labelSelector"] = label_selector
         # A dead connection shows up as silence: bookmarks arrive at least every minute,
         # so no bytes for a while past the server-side timeout means it is gone.
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 60.0)
-        auth = await self._credentials.auth()
-        headers = {**auth.headers, **({"Accept": accept} if accept else {})}
-        try:
-            async with self._session.get(
-                self._server + resource.path(namespace),
-                params=params,
-                timeout=timeout,
-                headers=headers,
-                ssl=auth.tls,
-                server_hostname=auth.server_hostname,
-            ) as response:
-                if response.status >= 300:
-                    raise _error(response.status, await response.read())
-                async for line in _lines(response):
-                    yield line
-        except TimeoutError as error:  # an OSError too: must come first
-            raise RequestTimeout("watch went silent") from error
-        except (aiohttp.ClientError, OSError) as error:
-            raise TransportError(str(error) or type(error).__name__) from error
+        stream = self._stream(
+            resource.path(namespace),
+            params,
+            {"Accept": accept} if accept else {},
+            silence=timeout_seconds + WATCH_SILENCE,
+            timeout_message="watch went silent",
+        )
+        async for line in stream:
+            yield line
 
     async def get_path(self, path: str, params: dict[str, str] | None = None) -> bytes:
         """GET any path (discovery, a field-selected list, a finished pod's log)."""
@@ -379,25 +364,11 @@ class KubeClient:
     ) -> AsyncGenerator[bytes, None]:
         """GET a path whose answer never ends by itself (a followed pod log), line by
         line, for as long as the server keeps it open; no overall time limit."""
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=REQUEST_TIMEOUT)
-        auth = await self._credentials.auth()
-        try:
-            async with self._session.get(
-                self._server + path,
-                params=params,
-                timeout=timeout,
-                headers=auth.headers,
-                ssl=auth.tls,
-                server_hostname=auth.server_hostname,
-            ) as response:
-                if response.status >= 300:
-                    raise _error(response.status, await response.read())
-                async for line in _lines(response):
-                    yield line
-        except TimeoutError as error:  # an OSError too: must come first
-            raise RequestTimeout(f"GET {path}: no answer in time") from error
-        except (aiohttp.ClientError, OSError) as error:
-            raise TransportError(str(error) or type(error).__name__) from error
+        stream = self._stream(
+            path, params, {}, silence=None, timeout_message=f"GET {path}: no answer in time"
+        )
+        async for line in stream:
+            yield line
 
     # -- writing ----------------------------------------------------------------------
 
@@ -499,35 +470,35 @@ class KubeClient:
         content_type: str = "application/json",
         first: bool = False,
         headers: dict[str, str] | None = None,
-        read: Callable[[aiohttp.ClientResponse], Awaitable[bytes]] | None = None,
+        read: Callable[[Response], Awaitable[bytes]] | None = None,
     ) -> bytes:
         """One request: throttled, authenticated (a 401 refreshes the credentials and
         retries once), its answer read whole (or by `read`), errors mapped."""
         if self._throttle is not None:
             await self._throttle.take(first=first)
         content = _encode(body) if body is not None else None
-        extra = headers or {}
+        target = _target(path, params)
+        extra = {**HEADERS, **headers} if headers else HEADERS
         for attempt in (1, 2):
             auth = await self._credentials.auth()
-            headers = {**extra, **auth.headers}
+            sent = {**extra, **auth.headers}
             if content is not None:
-                headers["Content-Type"] = content_type
+                sent["Content-Type"] = content_type
             try:
-                async with self._session.request(
+                status, payload = await self._pool.fetch(
                     method,
-                    self._server + path,
-                    params=params,
-                    data=content,
-                    headers=headers,
-                    ssl=auth.tls,
+                    self._origin,
+                    target,
+                    sent,
+                    content,
+                    tls=auth.tls,
                     server_hostname=auth.server_hostname,
-                    allow_redirects=False,  # never hand the credentials to another host
-                ) as response:
-                    status = response.status
-                    payload = await (read(response) if read else response.read())
+                    read=read,
+                    total=REQUEST_TIMEOUT,
+                )
             except TimeoutError as error:  # an OSError too: must come first
                 raise RequestTimeout(f"{method} {path}: no answer in time") from error
-            except (aiohttp.ClientError, OSError) as error:
+            except (HttpError, OSError) as error:
                 raise TransportError(str(error) or type(error).__name__) from error
             self.on_response(method, status)
             if status == 401 and attempt == 1 and await self._credentials.refresh(auth):
@@ -536,6 +507,47 @@ class KubeClient:
                 raise _error(status, payload)
             return payload
         raise AssertionError("unreachable")
+
+    async def _stream(
+        self,
+        path: str,
+        params: dict[str, str] | None,
+        headers: dict[str, str],
+        *,
+        silence: float | None,
+        timeout_message: str,
+    ) -> AsyncGenerator[bytes, None]:
+        """A GET whose answer goes on (a watch, a followed log), line by line; no
+        overall time limit, `silence`: seconds without a byte that end it (None: no
+        limit). Errors mapped as `_send` maps them; no 401 retry (the caller starts
+        the stream again, with the credentials a 401 elsewhere refreshed)."""
+        auth = await self._credentials.auth()
+        try:
+            response = await self._pool.open(
+                "GET",
+                self._origin,
+                _target(path, params),
+                {**HEADERS, **headers, **auth.headers},
+                tls=auth.tls,
+                server_hostname=auth.server_hostname,
+                read_timeout=silence,
+                connect_timeout=REQUEST_TIMEOUT,
+            )
+            try:
+                if response.status >= 300:
+                    raise _error(response.status, await response.read())
+                async for line in _lines(response):
+                    yield line
+            finally:
+                response.release()
+        except TimeoutError as error:  # an OSError too: must come first
+            raise RequestTimeout(timeout_message) from error
+        except (HttpError, OSError) as error:
+            raise TransportError(str(error) or type(error).__name__) from error
+
+
+def _target(path: str, params: dict[str, str] | None) -> str:
+    return f"{path}?{urlencode(params)}" if params else path
 
 
 def _list_query(
@@ -554,14 +566,14 @@ def _list_query(
 _HEAD = 1 << 16  # bytes read looking for the continue token before reading the whole page
 
 
-async def _page_body(response: aiohttp.ClientResponse, ask: Callable[[str], None]) -> bytes:
+async def _page_body(response: Response, ask: Callable[[str], None]) -> bytes:
     """A list page's body; `ask(token)` as soon as its first bytes tell its continue
     token (decode.continue_token reads it, from JSON or protobuf), or else once the
     whole page is read, before anyone decodes it; never for the last page."""
     chunks: list[bytes] = []
     head = b""
     token: str | None = None
-    async for chunk in response.content.iter_any():
+    async for chunk in response.chunks():
         chunks.append(chunk)
         if token is None and len(head) <= _HEAD:
             head += chunk
@@ -581,10 +593,10 @@ def _error(code: int, payload: bytes) -> ApiError:
     return ApiError(status.code or code, status.reason, status.message)
 
 
-async def _lines(response: aiohttp.ClientResponse) -> AsyncGenerator[bytes, None]:
+async def _lines(response: Response) -> AsyncGenerator[bytes, None]:
     """Newline-delimited JSON, as bytes (no str round trip: msgspec decodes bytes)."""
     pending = b""
-    async for chunk in response.content.iter_any():
+    async for chunk in response.chunks():
         pending += chunk
         if b"\n" not in pending:
             continue

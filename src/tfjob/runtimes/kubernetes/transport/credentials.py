@@ -6,7 +6,7 @@ client certificate) and reads again, in this process, when they may have changed
 a file they came from changed (a stat at most every FILE_CHECK seconds), an exec
 credential is about to expire, or the API server answered 401 (the exec plugin then
 runs again too). A new `Auth` brings a new `ssl.SSLContext`, so connections made from
-then on present the new certificate (aiohttp pools connections per context).
+then on present the new certificate (http1.py pools connections per context).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Auth:
     """What a request carries; a new one after each reading that changed anything."""
 
     authorization: str | None
-    tls: ssl.SSLContext | bool  # True: a plain-HTTP server (no TLS)
+    tls: ssl.SSLContext | None  # None: a plain-HTTP server (no TLS)
     server_hostname: str | None = None  # tls-server-name
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -167,8 +167,8 @@ def _renew_at(answer: ExecAnswer) -> float:
 def _auth(found: Found) -> Auth:
     headers = {"Authorization": found.authorization} if found.authorization else {}
     # Every https server gets a context of ours (the system's CAs when the kubeconfig
-    # names none): aiohttp's own are made without CAs (http_stack.py).
-    tls = _tls(found) if found.server.startswith("https") else True
+    # names none).
+    tls = _tls(found) if found.server.startswith("https") else None
     return Auth(found.authorization, tls, found.tls_server_name, headers)
 
 
