@@ -45,6 +45,7 @@ import copy
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import time
 import urllib.error
@@ -207,7 +208,7 @@ class Kueue:
             )
         self._folder = self.plane.workdir / "kueue"
         self._folder.mkdir(exist_ok=True)
-        self.webhook_port, self.health_port = free_port(), free_port()
+        self.webhook_port, self.health_port = self._webhook_port(), free_port()
         deadline = time.monotonic() + self.start_timeout
         try:
             self._certificates()
@@ -285,6 +286,22 @@ class Kueue:
         metrics.mkdir(parents=True, exist_ok=True)
         shutil.copy(key, metrics / "tls.key")
         shutil.copy(cert, metrics / "tls.crt")
+
+    def _webhook_port(self) -> int:
+        """The webhook port of the last Kueue on this control plane, if it is free again:
+        the conversion webhooks of five of Kueue's CRDs name it, so a Kueue started
+        again (the next test file, a restart) applies them unchanged, and the API
+        server does not rebuild their handlers and OpenAPI (about 0.4 CPU-s a CRD)."""
+        saved = self.folder / "webhook-port"
+        with contextlib.suppress(OSError, ValueError):
+            port = int(saved.read_text())
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go listens
+                sock.bind(("127.0.0.1", port))
+            return port
+        port = free_port()
+        saved.write_text(str(port))
+        return port
 
     def _namespace(self) -> None:
         with contextlib.suppress(ApiError):
