@@ -43,6 +43,7 @@ import base64
 import contextlib
 import copy
 import os
+import random
 import secrets
 import shutil
 import socket
@@ -83,6 +84,9 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 #: Where Kueue keeps its own objects (leader election, MultiKueue secrets).
 NAMESPACE = "kueue-system"
+#: Where a Kueue's webhook port is chosen: below Linux's default ephemeral range
+#: (32768-60999), from which the kernel hands out the tests' `free_port`s.
+RESERVED_PORTS = (20000, 32768)
 #: The webhook configurations, named as upstream's kustomization names them.
 WEBHOOK_CONFIGURATIONS = {
     "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
@@ -291,15 +295,16 @@ class Kueue:
         """The webhook port of the last Kueue on this control plane, if it is free again:
         the conversion webhooks of five of Kueue's CRDs name it, so a Kueue started
         again (the next test file, a restart) applies them unchanged, and the API
-        server does not rebuild their handlers and OpenAPI (about 0.4 CPU-s a CRD)."""
+        server does not rebuild their handlers and OpenAPI (about 0.4 CPU-s a CRD).
+        Below the kernel's ephemeral range, where `free_port` never lands: while this
+        Kueue is stopped no other server of the tests is handed its port."""
         saved = self.folder / "webhook-port"
         with contextlib.suppress(OSError, ValueError):
             port = int(saved.read_text())
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go listens
-                sock.bind(("127.0.0.1", port))
-            return port
-        port = free_port()
+            if _bindable(port):
+                return port
+        candidates = random.sample(range(*RESERVED_PORTS), 50)
+        port = next((one for one in candidates if _bindable(one)), 0) or free_port()
         saved.write_text(str(port))
         return port
 
@@ -497,6 +502,17 @@ def install_crds(
     apply_documents(kube, docs)
     for doc in docs:
         _wait_established(kube, doc["metadata"]["name"])
+
+
+def _bindable(port: int) -> bool:
+    """Whether a server can listen on 127.0.0.1:`port` now (as Go listens: SO_REUSEADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def config_dir_of(binary: Path) -> Path:

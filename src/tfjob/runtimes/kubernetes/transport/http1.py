@@ -45,6 +45,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from tfjob.api.errors import TemporaryError
+
 #: Bytes asyncio's TLS transport reads at once (its own default: 256 KB).
 TLS_READ_SIZE = 64 * 1024
 POOL_LIMIT = 64  # connections open at once, all servers together (a burst reuses them)
@@ -65,8 +67,9 @@ def _smaller_tls_reads() -> None:
 _smaller_tls_reads()
 
 
-class HttpError(Exception):
-    """The server's bytes are not an HTTP/1.1 answer, or the answer ended early."""
+class HttpError(TemporaryError):
+    """The server's bytes are not an HTTP/1.1 answer, or the answer ended early (a
+    proxy or server fault: the request may succeed when sent again)."""
 
 
 @dataclass(frozen=True)
