@@ -249,6 +249,7 @@ class Watcher:
     client: KubeClient
     jobs: int
     jobsets: dict[str, float] = field(default_factory=dict)
+    jobsets_completed: dict[str, float] = field(default_factory=dict)
     complete: dict[str, float] = field(default_factory=dict)
     status_writes: int = 0
     last_change: float = 0.0
@@ -295,9 +296,14 @@ class Watcher:
             self.complete.setdefault(name, time.perf_counter())
 
     def _jobset(self, event: _Watch) -> None:
+        name = event.object.metadata.name
         if event.type == "ADDED":
-            self.jobsets.setdefault(event.object.metadata.name, time.perf_counter())
+            self.jobsets.setdefault(name, time.perf_counter())
             self.last_change = time.perf_counter()
+        if any(
+            c.type == "Completed" and c.status == "True" for c in event.object.status.conditions
+        ):
+            self.jobsets_completed.setdefault(name, time.perf_counter())
 
     def _job(self, event: _Watch) -> None:
         job = event.object
@@ -375,10 +381,16 @@ class Result:
     jobset_cpu: float = 0.0  # the JobSet controller's, for scale
     tfjob_counts: dict[str, float] = field(default_factory=dict)  # its metrics, tfjob's
     job_writes_failed: int = 0
+    # Per TrainJob, seconds (p50, p90, max): created -> its JobSet made, its JobSet
+    # made -> Completed (the JobSet controller's), Completed -> TrainJob Complete.
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    # JobSets made and Completed by each 10 s since the first TrainJob's creation.
+    timeline: dict[str, list[int]] = field(default_factory=dict)
 
 
-async def submit(client: KubeClient, count: int) -> None:
+async def submit(client: KubeClient, count: int, created: dict[str, float] | None = None) -> None:
     gate = asyncio.Semaphore(SUBMITTERS)
+    created = {} if created is None else created
 
     async def one(i: int) -> None:
         manifest = trainjob(f"t{i}", RUNTIME, num_nodes=NODES)
@@ -387,6 +399,7 @@ async def submit(client: KubeClient, count: int) -> None:
             for _attempt in range(50):
                 try:
                     await client.create(TRAINJOBS, NAMESPACE, manifest)
+                    created[f"t{i}"] = time.perf_counter()
                     return
                 except TransportError:
                     await asyncio.sleep(0.2)
@@ -438,7 +451,8 @@ async def one_run(
         usage.start_counting()
         jobset_usage.start_counting()
         started = time.perf_counter()
-        await submit(client, jobs)
+        created: dict[str, float] = {}
+        await submit(client, jobs, created)
         result.submitted_seconds = time.perf_counter() - started
         result.settled = await watcher.settled(within=600 + jobs)
         result.cpu, result.cpu_system = usage.cpu_used(), usage.system_used()
@@ -448,6 +462,8 @@ async def one_run(
         result.jobsets_seconds = max(watcher.jobsets.values(), default=started) - started
         result.complete_seconds = max(watcher.complete.values(), default=started) - started
         result.status_writes = watcher.status_writes
+        result.latencies, result.timeline = _spans(created, watcher, started)
+        await _keep_samples(client, folder / f"{operator}-{jobs}")
         if tfjob is not None:
             result.tfjob_counts = tfjob.counts()
         result.job_writes_failed = watcher.job_writes_failed
@@ -464,6 +480,47 @@ async def one_run(
         await client.close()
         kube.close()
     return result
+
+
+def _spans(
+    created: dict[str, float], watcher: Watcher, started: float
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    def spread(pairs: list[float]) -> list[float]:
+        if not pairs:
+            return []
+        pairs = sorted(pairs)
+        return [pairs[len(pairs) // 2], pairs[int(len(pairs) * 0.9)], pairs[-1]]
+
+    def between(a: dict[str, float], b: dict[str, float]) -> list[float]:
+        return spread([b[name] - a[name] for name in a if name in b])
+
+    latencies = {
+        "created -> JobSet": between(created, watcher.jobsets),
+        "JobSet -> Completed": between(watcher.jobsets, watcher.jobsets_completed),
+        "Completed -> Complete": between(watcher.jobsets_completed, watcher.complete),
+    }
+
+    def by_ten(times: dict[str, float]) -> list[int]:
+        if not times:
+            return []
+        buckets = [0] * (int((max(times.values()) - started) // 10) + 1)
+        for at in times.values():
+            buckets[max(0, int((at - started) // 10))] += 1
+        return buckets
+
+    timeline = {
+        "JobSets made": by_ten(watcher.jobsets),
+        "JobSets Completed": by_ten(watcher.jobsets_completed),
+    }
+    return latencies, timeline
+
+
+async def _keep_samples(client: KubeClient, prefix: Path) -> None:
+    """The first TrainJob and its JobSet as stored, for comparing the two operators'."""
+    for resource, what in ((TRAINJOBS, "trainjob"), (JOBSETS, "jobset")):
+        with contextlib.suppress(ApiError, TransportError):
+            raw = await client.get(resource, NAMESPACE, "t0")
+            await asyncio.to_thread(Path(f"{prefix}-{what}.json").write_bytes, raw)
 
 
 def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
@@ -488,6 +545,10 @@ def print_run(r: Result) -> None:
         + (f"; {r.job_writes_failed} Job writes FAILED" if r.job_writes_failed else ""),
         flush=True,
     )
+    for name, spread in r.latencies.items():
+        print(f"    {name:24} p50/p90/max " + " / ".join(f"{x:.1f}" for x in spread) + " s")
+    for name, counts in r.timeline.items():
+        print(f"    {name:18} per 10 s: {counts}")
     for name, value in sorted(r.tfjob_counts.items()):
         print(f"    {name} {value:.0f}")
 
@@ -502,6 +563,8 @@ def figures_of(r: Result) -> dict[str, Any]:
         "peak RSS, MB": r.rss_mb,
         "status writes": r.status_writes,
         "JobSet controller CPU, s": r.jobset_cpu,
+        **{f"{name}, s (p50, p90, max)": spread for name, spread in r.latencies.items()},
+        **{f"{name} per 10 s": counts for name, counts in r.timeline.items()},
     }
 
 
