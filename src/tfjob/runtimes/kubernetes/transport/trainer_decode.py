@@ -15,16 +15,17 @@ A list's items may lack apiVersion and kind: they are set from the resource's.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
 import structlog
 
-from tfjob.api.observed import Meta, OwnedObject
+from tfjob.api.observed import Meta
 from tfjob.api.training_runtime import TrainingRuntime, decode_runtime
-from tfjob.api.trainjob import API_VERSION, KIND, TrainJob, decode_trainjob
-from tfjob.runtimes.kubernetes.transport.decode import Codec, HasMeta, RawList
+from tfjob.api.trainjob import API_VERSION, KIND, TrainJob
+from tfjob.runtimes.kubernetes.transport.decode import Codec, HasMeta, RawList, share_meta
 
 log = structlog.get_logger("tfjob.informer")
 
@@ -56,10 +57,47 @@ def _document(raw: bytes, api_version: str, kind: str) -> dict[str, Any]:
     return document
 
 
+_trainjob_decoder = msgspec.json.Decoder(TrainJob, strict=False)
+
+
 def _trainjob(raw: bytes) -> TrainJob:
-    document = _document(raw, API_VERSION, KIND)
-    (document.get("metadata") or {}).pop("managedFields", None)
-    return decode_trainjob(document)
+    """A TrainJob decoded straight from its JSON, without its managedFields, its
+    strings that other TrainJobs and its JobSet repeat interned (the namespace, the
+    runtime's reference, the controller's name, the conditions' type, status, reason
+    and message, the jobs' names; its name and uid, which its JobSet's owner
+    reference repeats): msgspec makes a new str of each per object."""
+    trainjob = _trainjob_decoder.decode(raw)
+    intern = sys.intern
+    trainjob.api_version = _constant(trainjob.api_version, API_VERSION)
+    trainjob.kind = _constant(trainjob.kind, KIND)
+    meta = trainjob.metadata
+    if meta.managed_fields:
+        meta.managed_fields = []
+    meta.name, meta.namespace, meta.uid = (
+        intern(meta.name),
+        intern(meta.namespace),
+        intern(meta.uid),
+    )
+    spec = trainjob.spec
+    if spec.managed_by is not None:
+        spec.managed_by = intern(spec.managed_by)
+    ref = spec.runtime_ref
+    ref.name = intern(ref.name)
+    if ref.api_group is not None:
+        ref.api_group = intern(ref.api_group)
+    if ref.kind is not None:
+        ref.kind = intern(ref.kind)
+    for condition in trainjob.status.conditions:
+        condition.type, condition.status = intern(condition.type), intern(condition.status)
+        condition.reason, condition.message = intern(condition.reason), intern(condition.message)
+    for job in trainjob.status.jobs_status:
+        job.name = intern(job.name)
+    return trainjob
+
+
+def _constant(value: str, constant: str) -> str:
+    """`constant` for an absent (a list's items) or equal value: one str for all."""
+    return constant if value in ("", constant) else value
 
 
 def runtime_codec(kind: str) -> Codec[TrainingRuntime]:
@@ -68,25 +106,27 @@ def runtime_codec(kind: str) -> Codec[TrainingRuntime]:
 
 
 class _JobSetMeta(Meta):
-    """A JobSet's metadata as the cache indexes it, and its creationTimestamp (the
-    core times the JobSet's first counts from it: core/trainjob/status.py)."""
+    """A JobSet's metadata as the cache indexes it, and while decoding its
+    creationTimestamp (the core times the JobSet's first counts from it:
+    core/trainjob/status.py), which moves into the kept document."""
 
     creation_timestamp: str = ""
 
 
 class _JobSetSpec(msgspec.Struct):
-    suspend: Any = msgspec.UNSET
+    suspend: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
 
 class _JobSetStatus(msgspec.Struct, rename="camel"):
-    conditions: Any = msgspec.UNSET
-    replicated_jobs_status: Any = msgspec.UNSET
+    conditions: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    replicated_jobs_status: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
 
 class _JobSet(msgspec.Struct, rename="camel"):
     """The parts of a JobSet the cache keeps; the rest (the pod templates, the
     managedFields: most of its bytes; labels, annotations, `restarts`,
-    `terminalState`: nothing a pass reads) is skipped while decoding, never built."""
+    `terminalState`: nothing a pass reads) is skipped while decoding, never built.
+    What the core reads of the spec and status is taken as the JSON it is (`Raw`)."""
 
     api_version: str = JOBSET_API_VERSION
     kind: str = "JobSet"
@@ -95,26 +135,50 @@ class _JobSet(msgspec.Struct, rename="camel"):
     status: _JobSetStatus | None = None
 
 
+class CachedJobSet(msgspec.Struct, gc=False):
+    """A cached JobSet: its metadata typed (what the cache indexes: name, uid, owner),
+    and what the core reads of the rest (`metadata.creationTimestamp`, `spec.suspend`,
+    the status' conditions and replicated jobs' counts) as the JSON of the document
+    `document` returns. Kept as JSON, it is one bytes object rather than a tree of
+    dicts and strings (about 300 bytes against 1.3 KB); `document` decodes it at each
+    read, a new dict each time (a few microseconds, once per pass or JobSet event)."""
+
+    metadata: Meta
+    api_version: str
+    kept: bytes
+
+    @property
+    def document(self) -> dict[str, Any]:
+        document: dict[str, Any] = _kept.decode(self.kept)
+        document["apiVersion"] = self.api_version
+        document["kind"] = "JobSet"
+        return document
+
+    @property
+    def kind(self) -> str:
+        return "JobSet"
+
+
 _jobset_decoder = msgspec.json.Decoder(_JobSet)
+_kept = msgspec.json.Decoder(dict[str, Any])
 
 
-def _jobset(raw: bytes) -> OwnedObject:
-    """The JobSet as the TrainJob controller reads it: its metadata typed (what the
-    cache indexes), and a document of what the core reads (`metadata.creationTimestamp`,
-    `spec.suspend`, the status' conditions and replicated jobs' counts)."""
+def _jobset(raw: bytes) -> CachedJobSet:
+    """The JobSet as the TrainJob controller reads it (`CachedJobSet`). Its strings
+    that the TrainJob and other JobSets repeat (namespace, owner, its name: the
+    TrainJob's) are interned, as the TrainJob's are (`_trainjob`)."""
     decoded = _jobset_decoder.decode(raw)
     meta = decoded.metadata or _JobSetMeta()
     kept: dict[str, Any] = {
-        "apiVersion": JOBSET_API_VERSION
-        if decoded.api_version == JOBSET_API_VERSION
-        else decoded.api_version,  # the one string, not a copy per JobSet
-        "kind": "JobSet" if decoded.kind == "JobSet" else decoded.kind,
+        "metadata": {"creationTimestamp": meta.creation_timestamp}
+        if meta.creation_timestamp
+        else {}
     }
-    kept["metadata"] = (
-        {"creationTimestamp": meta.creation_timestamp} if meta.creation_timestamp else {}
-    )
-    suspend = msgspec.UNSET if decoded.spec is None else decoded.spec.suspend
-    kept["spec"] = {} if suspend is msgspec.UNSET else {"suspend": suspend}
+    meta.creation_timestamp = ""  # kept once, in `kept`
+    meta.name = sys.intern(meta.name)
+    share_meta(meta)
+    suspend = None if decoded.spec is None else decoded.spec.suspend
+    kept["spec"] = {"suspend": suspend} if suspend else {}
     if decoded.status is not None:
         status = decoded.status
         kept["status"] = {
@@ -123,10 +187,16 @@ def _jobset(raw: bytes) -> OwnedObject:
                 ("conditions", status.conditions),
                 ("replicatedJobsStatus", status.replicated_jobs_status),
             )
-            if value is not msgspec.UNSET
+            if value
         }
-    return OwnedObject(metadata=meta, document=kept)
+    return CachedJobSet(
+        metadata=meta,
+        api_version=JOBSET_API_VERSION
+        if decoded.api_version == JOBSET_API_VERSION
+        else decoded.api_version,  # the one string, not a copy per JobSet
+        kept=msgspec.json.encode(kept),  # the Raw parts copied: none refers to `raw`
+    )
 
 
 TRAINJOB_CODEC: Codec[TrainJob] = _codec(_trainjob)
-JOBSET_CODEC: Codec[OwnedObject] = _codec(_jobset)
+JOBSET_CODEC: Codec[CachedJobSet] = _codec(_jobset)
