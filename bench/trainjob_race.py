@@ -250,6 +250,8 @@ class Watcher:
     jobs: int
     jobsets: dict[str, float] = field(default_factory=dict)
     jobsets_completed: dict[str, float] = field(default_factory=dict)
+    jobs_made: dict[str, float] = field(default_factory=dict)  # by JobSet: its Job ADDED
+    jobs_done: dict[str, float] = field(default_factory=dict)  # by JobSet: its Job completed
     complete: dict[str, float] = field(default_factory=dict)
     status_writes: int = 0
     last_change: float = 0.0
@@ -308,6 +310,7 @@ class Watcher:
     def _job(self, event: _Watch) -> None:
         job = event.object
         if event.type == "ADDED" and job.metadata.name not in self._finishing:
+            self.jobs_made.setdefault(_jobset_of(job.metadata.name), time.perf_counter())
             self._finishing.add(job.metadata.name)
             self._spawn(self._finish(job.metadata.name, job.spec.completions))
 
@@ -317,6 +320,7 @@ class Watcher:
             for _attempt in range(100):
                 try:
                     await self.client.merge_patch(JOBS, NAMESPACE, name, body, "status")
+                    self.jobs_done.setdefault(_jobset_of(name), time.perf_counter())
                     return
                 except (ApiError, TransportError):
                     await asyncio.sleep(0.2)
@@ -339,6 +343,11 @@ class Watcher:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _jobset_of(job: str) -> str:
+    """The JobSet of a Job JobSet made (`<jobset>-<replicated job>-<index>`)."""
+    return job.rsplit("-", 2)[0]
 
 
 def completed(completions: int) -> dict[str, Any]:
@@ -477,6 +486,9 @@ async def one_run(
         if trainer is not None:
             trainer.stop()
         jobset.stop()
+        await asyncio.to_thread(
+            _keep_log, jobset.log_path, folder / f"jobset-{operator}-{jobs}.log"
+        )
         await client.close()
         kube.close()
     return result
@@ -497,6 +509,8 @@ def _spans(
     latencies = {
         "created -> JobSet": between(created, watcher.jobsets),
         "JobSet -> Completed": between(watcher.jobsets, watcher.jobsets_completed),
+        "JobSet -> its Job": between(watcher.jobsets, watcher.jobs_made),
+        "Job completed -> JobSet Completed": between(watcher.jobs_done, watcher.jobsets_completed),
         "Completed -> Complete": between(watcher.jobsets_completed, watcher.complete),
     }
 
@@ -521,6 +535,13 @@ async def _keep_samples(client: KubeClient, prefix: Path) -> None:
         with contextlib.suppress(ApiError, TransportError):
             raw = await client.get(resource, NAMESPACE, "t0")
             await asyncio.to_thread(Path(f"{prefix}-{what}.json").write_bytes, raw)
+
+
+def _keep_log(log: Path, kept: Path) -> None:
+    """The JobSet controller's log, kept beside the operators' (its control plane's
+    folder goes with it)."""
+    with contextlib.suppress(OSError):
+        kept.write_bytes(log.read_bytes())
 
 
 def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
