@@ -254,6 +254,7 @@ class Watcher:
     jobs_done: dict[str, float] = field(default_factory=dict)  # by JobSet: its Job completed
     complete: dict[str, float] = field(default_factory=dict)
     status_writes: int = 0
+    jobset_writes: int = 0  # JobSet MODIFIED events: the JobSet controller's writes
     last_change: float = 0.0
     job_writes_failed: int = 0
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -302,6 +303,8 @@ class Watcher:
         if event.type == "ADDED":
             self.jobsets.setdefault(name, time.perf_counter())
             self.last_change = time.perf_counter()
+        elif event.type == "MODIFIED":
+            self.jobset_writes += 1
         if any(
             c.type == "Completed" and c.status == "True" for c in event.object.status.conditions
         ):
@@ -388,6 +391,8 @@ class Result:
     rss_mb: float = 0.0
     status_writes: int = 0
     jobset_cpu: float = 0.0  # the JobSet controller's, for scale
+    jobset_writes: int = 0  # its JobSet writes (MODIFIED events)
+    jobset_errors: int = 0  # its "Reconciler error" log lines
     tfjob_counts: dict[str, float] = field(default_factory=dict)  # its metrics, tfjob's
     job_writes_failed: int = 0
     # Per TrainJob, seconds (p50, p90, max): created -> its JobSet made, its JobSet
@@ -471,6 +476,7 @@ async def one_run(
         result.jobsets_seconds = max(watcher.jobsets.values(), default=started) - started
         result.complete_seconds = max(watcher.complete.values(), default=started) - started
         result.status_writes = watcher.status_writes
+        result.jobset_writes = watcher.jobset_writes
         result.latencies, result.timeline = _spans(created, watcher, started)
         await _keep_samples(client, folder / f"{operator}-{jobs}")
         if tfjob is not None:
@@ -486,9 +492,8 @@ async def one_run(
         if trainer is not None:
             trainer.stop()
         jobset.stop()
-        await asyncio.to_thread(
-            _keep_log, jobset.log_path, folder / f"jobset-{operator}-{jobs}.log"
-        )
+        kept = folder / f"jobset-{operator}-{jobs}.log"
+        result.jobset_errors = await asyncio.to_thread(_keep_log, jobset.log_path, kept)
         await client.close()
         kube.close()
     return result
@@ -524,6 +529,7 @@ def _spans(
 
     timeline = {
         "JobSets made": by_ten(watcher.jobsets),
+        "their Jobs made": by_ten(watcher.jobs_made),
         "JobSets Completed": by_ten(watcher.jobsets_completed),
     }
     return latencies, timeline
@@ -537,11 +543,15 @@ async def _keep_samples(client: KubeClient, prefix: Path) -> None:
             await asyncio.to_thread(Path(f"{prefix}-{what}.json").write_bytes, raw)
 
 
-def _keep_log(log: Path, kept: Path) -> None:
+def _keep_log(log: Path, kept: Path) -> int:
     """The JobSet controller's log, kept beside the operators' (its control plane's
-    folder goes with it)."""
-    with contextlib.suppress(OSError):
-        kept.write_bytes(log.read_bytes())
+    folder goes with it); how many reconciles failed in it."""
+    try:
+        text = log.read_bytes()
+    except OSError:
+        return 0
+    kept.write_bytes(text)
+    return text.count(b"Reconciler error")
 
 
 def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
@@ -562,7 +572,8 @@ def print_run(r: Result) -> None:
         f"{r.jobsets_seconds:6.1f} s, every TrainJob Complete in {r.complete_seconds:6.1f} s"
         f"{'' if r.settled else ' (NOT SETTLED)'}; status writes {r.status_writes}; "
         f"CPU {r.cpu:.1f} s (system {r.cpu_system:.1f}); peak RSS {r.rss_mb:.0f} MB; "
-        f"JobSet controller CPU {r.jobset_cpu:.1f} s"
+        f"JobSet controller CPU {r.jobset_cpu:.1f} s, JobSet writes {r.jobset_writes}, "
+        f"errors {r.jobset_errors}"
         + (f"; {r.job_writes_failed} Job writes FAILED" if r.job_writes_failed else ""),
         flush=True,
     )
@@ -584,6 +595,8 @@ def figures_of(r: Result) -> dict[str, Any]:
         "peak RSS, MB": r.rss_mb,
         "status writes": r.status_writes,
         "JobSet controller CPU, s": r.jobset_cpu,
+        "JobSet controller's JobSet writes": r.jobset_writes,
+        "JobSet controller's reconcile errors": r.jobset_errors,
         **{f"{name}, s (p50, p90, max)": spread for name, spread in r.latencies.items()},
         **{f"{name} per 10 s": counts for name, counts in r.timeline.items()},
     }
