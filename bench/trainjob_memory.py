@@ -20,6 +20,7 @@ pending, as at the end of the race. The bytes of the imports and of empty caches
 left out (the first snapshot is taken after a warm-up of a few TrainJobs).
 
 Run: PYTHONPATH=src:. python bench/trainjob_memory.py [--jobs 2000] [--top 15]
+[--src ../before/src] (another tree's code: the figures of a commit before a change)
 """
 
 from __future__ import annotations
@@ -35,14 +36,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+_SRC = Path(__file__).resolve().parents[1] / "src"
+if "--src" in sys.argv:  # before the imports below: they are of that tree
+    _SRC = Path(sys.argv[sys.argv.index("--src") + 1]).resolve()
+sys.path.insert(0, str(_SRC))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tfjob.runtimes.kubernetes.cache.trainer_informers import TrainJobInformers
-from tfjob.runtimes.kubernetes.cache.trainjobs import TrainJobCaches, TrainJobView
-from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
-from tfjob.runtimes.kubernetes.controller.handlers import Router
-from tfjob.runtimes.kubernetes.transport.resources import JOBSETS, TRAINJOBS
+from tfjob.runtimes.kubernetes.cache.trainer_informers import TrainJobInformers  # noqa: E402 (after --src)
+from tfjob.runtimes.kubernetes.cache.trainjobs import TrainJobCaches, TrainJobView  # noqa: E402 (after --src)
+from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue  # noqa: E402 (after --src)
+from tfjob.runtimes.kubernetes.controller.handlers import Router  # noqa: E402 (after --src)
+from tfjob.runtimes.kubernetes.transport.resources import JOBSETS, TRAINJOBS  # noqa: E402 (after --src)
 
 OBJECTS = Path(__file__).resolve().parent / "trainjob_memory_objects.json"
 NAMESPACE = "race"
@@ -180,8 +184,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--src", help="another tree's src/ (imported instead of this one's)")
     args = parser.parse_args()
     figures = asyncio.run(measure(args.jobs, args.top))
+    if args.src:
+        figures = {f"src {args.src}": figures}
 
     from results import record
 
