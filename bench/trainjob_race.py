@@ -12,6 +12,10 @@ TrainJob workers (4). The bench submits N TrainJobs of the shipped
 - until every TrainJob shows Complete (the JobSet's completion read back);
 - the operator's CPU seconds (user+system) and peak RSS, and its TrainJob status writes.
 
+TFJOB_RACE_TFJOB_LIMITS=qps:burst in the environment gives tfjob's operator its own
+client limits (the JobSet controller keeps the race's): an experiment, pacing tfjob's
+JobSets, not a race (decision 0038).
+
 The bench plays the Job controller and the kubelet: kube-controller-manager, the
 scheduler and kwok do not run, and every Job the JobSet controller creates gets a
 completed status at once (both indexes succeeded), so the JobSet controller itself
@@ -392,6 +396,8 @@ class Result:
     status_writes: int = 0
     jobset_cpu: float = 0.0  # the JobSet controller's, for scale
     jobset_writes: int = 0  # its JobSet writes (MODIFIED events)
+    apiserver_cpu: float = 0.0  # kube-apiserver's and etcd's, for scale
+    etcd_cpu: float = 0.0
     jobset_errors: int = 0  # its "Reconciler error" log lines
     tfjob_counts: dict[str, float] = field(default_factory=dict)  # its metrics, tfjob's
     job_writes_failed: int = 0
@@ -453,17 +459,24 @@ async def one_run(
         else:
             trainjob_api.install(plane, kube)
             stats = folder / f"tfjob-trainjobs-{jobs}-{qps}.prof" if profile else None
-            tfjob = Tfjob(plane, qps, burst, folder / f"tfjob-{jobs}.log", stats)
+            own = os.environ.get("TFJOB_RACE_TFJOB_LIMITS")  # an experiment: tfjob paced
+            own_qps, own_burst = (int(x) for x in own.split(":")) if own else (qps, burst)
+            tfjob = Tfjob(plane, own_qps, own_burst, folder / f"tfjob-{jobs}.log", stats)
             await tfjob.ready()
             usage = Usage(tfjob.process.pid)
             spy = _py_spy(tfjob.process.pid, folder / f"tfjob-trainjobs-{jobs}-{qps}.spy")
         jobset_usage = Usage(child_running(jobset.binary))
+        plane_usage = [
+            Usage(child_running(b)) for b in (plane.assets.kube_apiserver, plane.assets.etcd)
+        ]
         sampler = asyncio.create_task(usage.sample_rss())
         watcher = Watcher(client, jobs)
         await watcher.start()
         await asyncio.sleep(0.5)
         usage.start_counting()
         jobset_usage.start_counting()
+        for one in plane_usage:
+            one.start_counting()
         started = time.perf_counter()
         created: dict[str, float] = {}
         await submit(client, jobs, created)
@@ -471,6 +484,7 @@ async def one_run(
         result.settled = await watcher.settled(within=600 + jobs)
         result.cpu, result.cpu_system = usage.cpu_used(), usage.system_used()
         result.jobset_cpu = jobset_usage.cpu_used()
+        result.apiserver_cpu, result.etcd_cpu = (one.cpu_used() for one in plane_usage)
         result.rss_mb = usage.peak_rss / 2**20
         sampler.cancel()
         result.jobsets_seconds = max(watcher.jobsets.values(), default=started) - started
@@ -573,7 +587,8 @@ def print_run(r: Result) -> None:
         f"{'' if r.settled else ' (NOT SETTLED)'}; status writes {r.status_writes}; "
         f"CPU {r.cpu:.1f} s (system {r.cpu_system:.1f}); peak RSS {r.rss_mb:.0f} MB; "
         f"JobSet controller CPU {r.jobset_cpu:.1f} s, JobSet writes {r.jobset_writes}, "
-        f"errors {r.jobset_errors}"
+        f"errors {r.jobset_errors}; kube-apiserver CPU {r.apiserver_cpu:.1f} s, "
+        f"etcd {r.etcd_cpu:.1f} s"
         + (f"; {r.job_writes_failed} Job writes FAILED" if r.job_writes_failed else ""),
         flush=True,
     )
@@ -597,6 +612,8 @@ def figures_of(r: Result) -> dict[str, Any]:
         "JobSet controller CPU, s": r.jobset_cpu,
         "JobSet controller's JobSet writes": r.jobset_writes,
         "JobSet controller's reconcile errors": r.jobset_errors,
+        "kube-apiserver CPU, s": r.apiserver_cpu,
+        "etcd CPU, s": r.etcd_cpu,
         **{f"{name}, s (p50, p90, max)": spread for name, spread in r.latencies.items()},
         **{f"{name} per 10 s": counts for name, counts in r.timeline.items()},
     }
