@@ -398,6 +398,7 @@ class Result:
     jobset_writes: int = 0  # its JobSet writes (MODIFIED events)
     apiserver_cpu: float = 0.0  # kube-apiserver's and etcd's, for scale
     etcd_cpu: float = 0.0
+    slow_watchers: int = 0  # watches kube-apiserver closed: their reader was too slow
     jobset_errors: int = 0  # its "Reconciler error" log lines
     tfjob_counts: dict[str, float] = field(default_factory=dict)  # its metrics, tfjob's
     job_writes_failed: int = 0
@@ -508,6 +509,11 @@ async def one_run(
         jobset.stop()
         kept = folder / f"jobset-{operator}-{jobs}.log"
         result.jobset_errors = await asyncio.to_thread(_keep_log, jobset.log_path, kept)
+        kept = folder / f"kube-apiserver-{operator}-{jobs}.log"
+        server_log = plane.log_dir / "kube-apiserver.log"
+        result.slow_watchers = await asyncio.to_thread(
+            _keep_log, server_log, kept, b"due to unresponsiveness"
+        )
         await client.close()
         kube.close()
     return result
@@ -557,15 +563,16 @@ async def _keep_samples(client: KubeClient, prefix: Path) -> None:
             await asyncio.to_thread(Path(f"{prefix}-{what}.json").write_bytes, raw)
 
 
-def _keep_log(log: Path, kept: Path) -> int:
-    """The JobSet controller's log, kept beside the operators' (its control plane's
-    folder goes with it); how many reconciles failed in it."""
+def _keep_log(log: Path, kept: Path, counted: bytes = b"Reconciler error") -> int:
+    """A log of the control plane's folder (it goes with it), kept beside the
+    operators'; how many lines name `counted` (the JobSet controller's failed
+    reconciles; the watches kube-apiserver closed as too slow to read)."""
     try:
         text = log.read_bytes()
     except OSError:
         return 0
     kept.write_bytes(text)
-    return text.count(b"Reconciler error")
+    return text.count(counted)
 
 
 def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
@@ -588,7 +595,7 @@ def print_run(r: Result) -> None:
         f"CPU {r.cpu:.1f} s (system {r.cpu_system:.1f}); peak RSS {r.rss_mb:.0f} MB; "
         f"JobSet controller CPU {r.jobset_cpu:.1f} s, JobSet writes {r.jobset_writes}, "
         f"errors {r.jobset_errors}; kube-apiserver CPU {r.apiserver_cpu:.1f} s, "
-        f"etcd {r.etcd_cpu:.1f} s"
+        f"etcd {r.etcd_cpu:.1f} s; slow watchers closed {r.slow_watchers}"
         + (f"; {r.job_writes_failed} Job writes FAILED" if r.job_writes_failed else ""),
         flush=True,
     )
@@ -614,6 +621,7 @@ def figures_of(r: Result) -> dict[str, Any]:
         "JobSet controller's reconcile errors": r.jobset_errors,
         "kube-apiserver CPU, s": r.apiserver_cpu,
         "etcd CPU, s": r.etcd_cpu,
+        "watches closed as too slow": r.slow_watchers,
         **{f"{name}, s (p50, p90, max)": spread for name, spread in r.latencies.items()},
         **{f"{name} per 10 s": counts for name, counts in r.timeline.items()},
     }
