@@ -399,6 +399,9 @@ class Result:
     apiserver_cpu: float = 0.0  # kube-apiserver's and etcd's, for scale
     etcd_cpu: float = 0.0
     slow_watchers: int = 0  # watches kube-apiserver closed: their reader was too slow
+    # kube-apiserver's own count over the run, by what: requests and their seconds by
+    # verb and resource, webhook calls, watch events sent (its /metrics).
+    apiserver: dict[str, float] = field(default_factory=dict)
     jobset_errors: int = 0  # its "Reconciler error" log lines
     tfjob_counts: dict[str, float] = field(default_factory=dict)  # its metrics, tfjob's
     job_writes_failed: int = 0
@@ -478,6 +481,7 @@ async def one_run(
         jobset_usage.start_counting()
         for one in plane_usage:
             one.start_counting()
+        server_before = await _server_counts(client)
         started = time.perf_counter()
         created: dict[str, float] = {}
         await submit(client, jobs, created)
@@ -493,6 +497,12 @@ async def one_run(
         result.status_writes = watcher.status_writes
         result.jobset_writes = watcher.jobset_writes
         result.latencies, result.timeline = _spans(created, watcher, started)
+        server_after = await _server_counts(client)
+        result.apiserver = {
+            k: v - server_before.get(k, 0.0)
+            for k, v in server_after.items()
+            if v - server_before.get(k, 0.0) >= 1
+        }
         await _keep_samples(client, folder / f"{operator}-{jobs}")
         if tfjob is not None:
             result.tfjob_counts = tfjob.counts()
@@ -563,6 +573,36 @@ async def _keep_samples(client: KubeClient, prefix: Path) -> None:
             await asyncio.to_thread(Path(f"{prefix}-{what}.json").write_bytes, raw)
 
 
+_SERVER_SERIES = {
+    "apiserver_request_total": ("verb", "resource"),
+    "apiserver_request_duration_seconds_sum": ("verb", "resource"),
+    "apiserver_admission_webhook_admission_duration_seconds_count": ("name",),
+    "apiserver_watch_events_total": ("kind",),
+    "apiserver_watch_events_sizes_sum": ("kind",),
+}
+
+
+async def _server_counts(client: KubeClient) -> dict[str, float]:
+    """kube-apiserver's counters the race reads (`_SERVER_SERIES`), summed over the
+    labels not named there."""
+    try:
+        text = (await client.get_path("/metrics")).decode()
+    except (ApiError, TransportError):
+        return {}
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition("{")
+        labels = _SERVER_SERIES.get(name)
+        if labels is None or line.startswith("#"):
+            continue
+        found = dict(
+            part.split("=", 1) for part in rest.rsplit("}", 1)[0].split(",") if "=" in part
+        )
+        key = name + "{" + ",".join(found.get(label, "").strip('"') for label in labels) + "}"
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
 def _keep_log(log: Path, kept: Path, counted: bytes = b"Reconciler error") -> int:
     """A log of the control plane's folder (it goes with it), kept beside the
     operators'; how many lines name `counted` (the JobSet controller's failed
@@ -603,6 +643,8 @@ def print_run(r: Result) -> None:
         print(f"    {name:24} p50/p90/max " + " / ".join(f"{x:.1f}" for x in spread) + " s")
     for name, counts in r.timeline.items():
         print(f"    {name:18} per 10 s: {counts}")
+    for name, value in sorted(r.apiserver.items(), key=lambda kv: -kv[1])[:24]:
+        print(f"    kube-apiserver {name} {value:.1f}")
     for name, value in sorted(r.tfjob_counts.items()):
         print(f"    {name} {value:.0f}")
 
@@ -622,6 +664,7 @@ def figures_of(r: Result) -> dict[str, Any]:
         "kube-apiserver CPU, s": r.apiserver_cpu,
         "etcd CPU, s": r.etcd_cpu,
         "watches closed as too slow": r.slow_watchers,
+        "kube-apiserver counts": r.apiserver,
         **{f"{name}, s (p50, p90, max)": spread for name, spread in r.latencies.items()},
         **{f"{name} per 10 s": counts for name, counts in r.timeline.items()},
     }
