@@ -67,23 +67,23 @@ def _trainjob(raw: bytes) -> TrainJob:
     strings that other TrainJobs and its JobSet repeat interned (the namespace, the
     runtime's reference, the controller's name, the conditions' type, status, reason
     and message, the jobs' names; its name and uid, which its JobSet's owner
-    reference repeats): msgspec makes a new str of each per object."""
+    reference repeats; the timestamps, to the second, shared by the TrainJobs made or
+    ended in the same second): msgspec makes a new str of each per object."""
     trainjob = _trainjob_decoder.decode(raw)
     intern = sys.intern
     trainjob.api_version = _constant(trainjob.api_version, API_VERSION)
     trainjob.kind = _constant(trainjob.kind, KIND)
     meta = trainjob.metadata
     meta.managed_fields = _NO_LIST
-    meta.labels, meta.annotations = meta.labels or _NO_DICT, meta.annotations or _NO_DICT
-    meta.finalizers, meta.owner_references = (
-        meta.finalizers or _NO_LIST,
-        meta.owner_references or _NO_LIST,
-    )
-    meta.name, meta.namespace, meta.uid = (
-        intern(meta.name),
-        intern(meta.namespace),
-        intern(meta.uid),
-    )
+    meta.labels = meta.labels or _NO_DICT
+    meta.annotations = meta.annotations or _NO_DICT
+    meta.finalizers = meta.finalizers or _NO_LIST
+    meta.owner_references = meta.owner_references or _NO_LIST
+    meta.name = intern(meta.name)
+    meta.namespace = intern(meta.namespace)
+    meta.uid = intern(meta.uid)
+    if meta.creation_timestamp is not None:
+        meta.creation_timestamp = intern(meta.creation_timestamp)
     spec = trainjob.spec
     spec.runtime_patches = spec.runtime_patches or _NO_LIST
     if spec.trainer is not None:
@@ -97,14 +97,15 @@ def _trainjob(raw: bytes) -> TrainJob:
     if ref.kind is not None:
         ref.kind = intern(ref.kind)
     status = trainjob.status
-    status.conditions, status.jobs_status = (
-        status.conditions or _NO_LIST,
-        status.jobs_status or _NO_LIST,
-    )
-    for condition in trainjob.status.conditions:
-        condition.type, condition.status = intern(condition.type), intern(condition.status)
-        condition.reason, condition.message = intern(condition.reason), intern(condition.message)
-    for job in trainjob.status.jobs_status:
+    status.conditions = status.conditions or _NO_LIST
+    status.jobs_status = status.jobs_status or _NO_LIST
+    for condition in status.conditions:
+        condition.type = intern(condition.type)
+        condition.status = intern(condition.status)
+        condition.reason = intern(condition.reason)
+        condition.message = intern(condition.message)
+        condition.last_transition_time = intern(condition.last_transition_time)
+    for job in status.jobs_status:
         job.name = intern(job.name)
     return trainjob
 
