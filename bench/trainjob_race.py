@@ -406,10 +406,6 @@ class Result:
     jobset_cpu: float = 0.0  # the JobSet controller's, for scale
     jobset_writes: int = 0  # its JobSet writes (MODIFIED events)
     apiserver_cpu: float = 0.0  # kube-apiserver's and etcd's, for scale
-    # Before the race: kube-apiserver's CPU seconds from the operator ready until it
-    # went quiet (CRDs just installed: it rebuilds its OpenAPI), and how long that was.
-    settle_cpu: float = 0.0
-    settle_seconds: float = 0.0
     etcd_cpu: float = 0.0
     slow_watchers: int = 0  # watches kube-apiserver closed: their reader was too slow
     # kube-apiserver's own count over the run, by what: requests and their seconds by
@@ -487,7 +483,6 @@ async def one_run(
             Usage(child_running(b)) for b in (plane.assets.kube_apiserver, plane.assets.etcd)
         ]
         sampler = asyncio.create_task(usage.sample_rss())
-        result.settle_seconds, result.settle_cpu = await _quiet(plane_usage[0])
         watcher = Watcher(client, jobs)
         await watcher.start()
         await asyncio.sleep(0.5)
@@ -589,22 +584,6 @@ async def _keep_samples(client: KubeClient, prefix: Path) -> None:
             await asyncio.to_thread(Path(f"{prefix}-{what}.json").write_bytes, raw)
 
 
-async def _quiet(server: Usage, within: float = 90.0) -> tuple[float, float]:
-    """Wait until kube-apiserver is quiet (under 0.1 CPU second a second, twice in a
-    row), `within` seconds at most: the same start for both operators. Without it the
-    race began while kube-apiserver still worked on what was just installed (CRDs,
-    runtimes): sooner after tfjob's install, whose operator is ready sooner than
-    Trainer's. The seconds waited and kube-apiserver's CPU seconds meanwhile."""
-    started, cpu0 = time.perf_counter(), server.cpu()
-    quiet, last = 0, cpu0
-    while quiet < 2 and time.perf_counter() - started < within:
-        await asyncio.sleep(1.0)
-        now = server.cpu()
-        quiet = quiet + 1 if now - last < 0.1 else 0
-        last = now
-    return time.perf_counter() - started, server.cpu() - cpu0
-
-
 _SERVER_SERIES = {
     "apiserver_request_total": ("verb", "resource"),
     "apiserver_request_duration_seconds_sum": ("verb", "resource"),
@@ -667,8 +646,7 @@ def print_run(r: Result) -> None:
         f"CPU {r.cpu:.1f} s (system {r.cpu_system:.1f}); peak RSS {r.rss_mb:.0f} MB; "
         f"JobSet controller CPU {r.jobset_cpu:.1f} s, JobSet writes {r.jobset_writes}, "
         f"errors {r.jobset_errors}; kube-apiserver CPU {r.apiserver_cpu:.1f} s, "
-        f"etcd {r.etcd_cpu:.1f} s; slow watchers closed {r.slow_watchers}; before the race "
-        f"kube-apiserver quiet after {r.settle_seconds:.1f} s ({r.settle_cpu:.1f} CPU s)"
+        f"etcd {r.etcd_cpu:.1f} s; slow watchers closed {r.slow_watchers}"
         + (f"; {r.job_writes_failed} Job writes FAILED" if r.job_writes_failed else ""),
         flush=True,
     )
@@ -698,8 +676,6 @@ def figures_of(r: Result) -> dict[str, Any]:
         "kube-apiserver CPU, s": r.apiserver_cpu,
         "etcd CPU, s": r.etcd_cpu,
         "watches closed as too slow": r.slow_watchers,
-        "kube-apiserver quiet before the race after, s": r.settle_seconds,
-        "kube-apiserver CPU before the race, s": r.settle_cpu,
         "kube-apiserver counts": r.apiserver,
         **{f"{name}, s (p50, p90, max)": spread for name, spread in r.latencies.items()},
         **{f"{name} per 10 s": counts for name, counts in r.timeline.items()},
