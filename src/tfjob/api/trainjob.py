@@ -9,7 +9,9 @@ The Kubernetes types inside it (env vars, resource requirements, secret referenc
 runtime patches' JobSet parts) are kept as the plain mappings the user wrote: the CRD's
 schema already pruned what Kubernetes would drop, so whatever is left survives a round
 trip untouched, and the core copies them into the JobSet as they are. Everything the
-core reads is typed, with the API's camelCase names on the wire.
+core reads is typed, with the API's camelCase names on the wire. The structs are not
+tracked by the garbage collector (`gc=False`, as the pods' projections: api/observed.py):
+a TrainJob holds no reference cycle, and the operator caches thousands of them.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ REASON_RUNTIME_NOT_SUPPORTED = "TrainingRuntimeNotSupported"
 REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 
-class RuntimeRef(Wire):
+class RuntimeRef(Wire, gc=False):
     """The runtime a TrainJob uses. The CRD defaults apiGroup and kind; a TrainJob read
     without its defaults gets them from `api_group_or_default`/`kind_or_default`."""
 
@@ -57,7 +59,7 @@ class RuntimeRef(Wire):
         return CLUSTER_TRAINING_RUNTIME if self.kind is None else self.kind
 
 
-class InitializerSource(Wire):
+class InitializerSource(Wire, gc=False):
     """A dataset or model initializer: where from, its env, the secret with its
     credentials (a LocalObjectReference)."""
 
@@ -66,12 +68,12 @@ class InitializerSource(Wire):
     secret_ref: dict[str, Any] | None = None
 
 
-class Initializer(Wire):
+class Initializer(Wire, gc=False):
     dataset: InitializerSource | None = None
     model: InitializerSource | None = None
 
 
-class Trainer(Wire):
+class Trainer(Wire, gc=False):
     """What the TrainJob overrides in the runtime's trainer node. `command` and `args`
     are None when not given (an empty list given is written, as Trainer does)."""
 
@@ -84,7 +86,7 @@ class Trainer(Wire):
     num_proc_per_node: int | None = None
 
 
-class RuntimePatch(Wire):
+class RuntimePatch(Wire, gc=False):
     """One manager's patch of the runtime: `trainingRuntimeSpec.template.metadata`
     (the JobSet's labels and annotations) and `.template.spec` (a JobSet spec patch,
     strategic-merged), kept raw."""
@@ -94,7 +96,7 @@ class RuntimePatch(Wire):
     training_runtime_spec: dict[str, Any] | None = None
 
 
-class TrainJobSpec(Wire):
+class TrainJobSpec(Wire, gc=False):
     runtime_ref: RuntimeRef = msgspec.field(default_factory=RuntimeRef)
     initializer: Initializer | None = None
     trainer: Trainer | None = None
@@ -114,7 +116,7 @@ class TrainJobSpec(Wire):
         return self.managed_by in (None, CONTROLLER_NAME)
 
 
-class Condition(Wire):
+class Condition(Wire, gc=False):
     """A metav1.Condition: reason, message and lastTransitionTime are required by the
     API, so they have no default and are always written."""
 
@@ -126,7 +128,7 @@ class Condition(Wire):
     observed_generation: int | None = None
 
 
-class JobStatus(Wire):
+class JobStatus(Wire, gc=False):
     """One replicated job's counts, copied from the JobSet's replicatedJobsStatus."""
 
     name: str = ""
@@ -137,7 +139,7 @@ class JobStatus(Wire):
     suspended: int | None = None
 
 
-class TrainJobStatus(Wire):
+class TrainJobStatus(Wire, gc=False):
     conditions: list[Condition] = []
     jobs_status: list[JobStatus] = []
     # Written by the trainer's own progress reports, never by the controller: kept.
@@ -151,7 +153,7 @@ class TrainJobStatus(Wire):
         return cond is not None and cond.status == "True"
 
 
-class Metadata(ObjectMeta):
+class Metadata(ObjectMeta, gc=False):
     """ObjectMeta with the fields a TrainJob's or runtime's round trip keeps beyond the
     ones the core reads."""
 
@@ -162,7 +164,7 @@ class Metadata(ObjectMeta):
     managed_fields: list[dict[str, Any]] = []
 
 
-class TrainJob(Wire):
+class TrainJob(Wire, gc=False):
     # Empty when built in code; decoded objects keep what the API server wrote.
     api_version: str = ""
     kind: str = ""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,7 +75,9 @@ def object_key(namespace: str, name: str) -> str:
 
 
 def key_of(obj: T) -> str:
-    return object_key(obj.metadata.namespace, obj.metadata.name)
+    """The object's cache key, interned: the store, its indexes, the queue and the
+    holds keep one str per object, not one per event that named it."""
+    return sys.intern(object_key(obj.metadata.namespace, obj.metadata.name))
 
 
 def is_newer(candidate: str, current: str) -> bool:
@@ -115,7 +118,10 @@ class Informer(Generic[T]):
         self._metadata_only = metadata_only
         self._store: dict[str, T] = {}
         self._indexers: dict[str, IndexFunc[T]] = {}
-        self._indices: dict[str, dict[str, set[str]]] = {}
+        # index name -> value -> the keys with that value: one key as itself, more as a
+        # set (most values, a job's or TrainJob's, name one object: an empty set is
+        # 216 bytes, a set of one as much).
+        self._indices: dict[str, dict[str, str | set[str]]] = {}
         self._handlers: list[Handlers[T]] = []
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -141,7 +147,11 @@ class Informer(Generic[T]):
         return self._store.get(key)
 
     def by_index(self, name: str, value: str) -> list[T]:
-        keys = self._indices[name].get(value, ())
+        keys = self._indices[name].get(value)
+        if keys is None:
+            return []
+        if isinstance(keys, str):
+            return [self._store[keys]]
         return [self._store[k] for k in keys]
 
     def items(self) -> list[T]:
@@ -306,8 +316,17 @@ class Informer(Generic[T]):
         self._store[key] = obj
         for name, func in self._indexers.items():
             value = func(obj)
-            if value is not None:
-                self._indices[name].setdefault(value, set()).add(key)
+            if value is None:
+                continue
+            index = self._indices[name]
+            keys = index.get(value)
+            if keys is None:
+                index[value] = key
+            elif isinstance(keys, str):
+                if keys != key:
+                    index[value] = {keys, key}
+            else:
+                keys.add(key)
 
     def _remove(self, key: str) -> None:
         current = self._store.pop(key, None)
@@ -322,11 +341,19 @@ class Informer(Generic[T]):
             value = func(obj)
             if value is None:
                 continue
-            keys = self._indices[name].get(value)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self._indices[name][value]
+            index = self._indices[name]
+            keys = index.get(value)
+            if keys is None:
+                continue
+            if isinstance(keys, str):
+                if keys == key:
+                    del index[value]
+                continue
+            keys.discard(key)
+            if len(keys) == 1:
+                (index[value],) = keys
+            elif not keys:
+                del index[value]
 
 
 def _safely(handler: Callable[..., None], *args: object) -> None:

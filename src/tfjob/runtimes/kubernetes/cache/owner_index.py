@@ -5,6 +5,8 @@ kinds' objects, trainer_informers.py for the JobSets of TrainJobs)."""
 
 from __future__ import annotations
 
+import sys
+
 OWNER_INDEX = "owner"  # the shared caches' index: owner_key(kind, job key) -> objects
 
 
@@ -14,6 +16,7 @@ def owner_key(kind: str, job: str) -> str:
 
 
 def split_owner(owner: str) -> tuple[str, str]:
-    """(kind, job key) of an `owner_key`."""
+    """(kind, job key) of an `owner_key`; the key interned, as the informer's are
+    (informer.py `key_of`): the queue may keep it."""
     kind, _, job = owner.partition("/")
-    return kind, job
+    return kind, sys.intern(job)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from tfjob.api import trainjob as tj
-from tfjob.api.observed import OwnedObject
 from tfjob.api.training_runtime import TrainingRuntime
 from tfjob.api.trainjob import TrainJob
 from tfjob.runtimes.kubernetes.cache.informer import Informer, key_of, object_key
@@ -31,6 +30,7 @@ from tfjob.runtimes.kubernetes.transport.resources import (
 from tfjob.runtimes.kubernetes.transport.trainer_decode import (
     JOBSET_CODEC,
     TRAINJOB_CODEC,
+    CachedJobSet,
     runtime_codec,
 )
 
@@ -55,7 +55,7 @@ def runtime_of(trainjob: TrainJob) -> str | None:
     return None
 
 
-def trainjob_owner(obj: OwnedObject) -> str | None:
+def trainjob_owner(obj: CachedJobSet) -> str | None:
     """The owner index of a JobSet: the TrainJob its controller ownerReference names."""
     for ref in obj.metadata.owner_references:
         if ref.controller:
@@ -72,7 +72,7 @@ class TrainJobInformers:
         self.trainjobs: Informer[TrainJob] = Informer(
             client, TRAINJOBS, TRAINJOB_CODEC, namespace=namespace
         )
-        self.jobsets: Informer[OwnedObject] = Informer(
+        self.jobsets: Informer[CachedJobSet] = Informer(
             client, JOBSETS, JOBSET_CODEC, namespace=namespace
         )
         self.runtimes: Informer[TrainingRuntime] = Informer(

@@ -116,12 +116,14 @@ class TrainJobCaches:
         written = self._ours.get(key)
         if written is None or written.get(resource) != resource_version:
             return False
-        # That write's event comes once: forget it, and the hold once the caches show
-        # every write of the pass (a finished TrainJob sees no pass to drop either).
+        # That write's event comes once: forget it, and the hold once every write's
+        # event came (a finished TrainJob sees no pass to drop either). Asking `held`
+        # would not do: the informer counts the event's version as seen only after
+        # its handlers ran, so the hold stayed until the TrainJob's next pass.
         del written[resource]
         if not written:
             del self._ours[key]
-        self.holds.held(key)
+            self.holds.forget(key)
         return True
 
     def created(self, key: str, uid: str) -> None:

@@ -31,7 +31,7 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tfjob.runtimes.kubernetes.cache.backoff import ExponentialBackoff
 
@@ -55,13 +55,6 @@ class QueueHooks:
 
 NEW_SHARE = 8  # reactions served per new job while both lanes wait
 REACTION, NEW = 0, 1  # lanes, in the order they are served
-
-
-@dataclass(order=True)
-class _Delayed:
-    ready_at: float
-    seq: int
-    key: str = field(compare=False)
 
 
 class WorkQueue:
@@ -88,7 +81,8 @@ class WorkQueue:
         self._hooks = hooks or QueueHooks()
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self._getters: deque[asyncio.Future[None]] = deque()
-        self._heap: list[_Delayed] = []
+        # (ready at, seq, key): a tuple, 64 bytes, where a dataclass was 150.
+        self._heap: list[tuple[float, int, str]] = []
         self._waiting: dict[str, float] = {}  # key -> earliest ready time in the heap
         self._seq = itertools.count()
         self._timer_wake = asyncio.Event()
@@ -133,8 +127,8 @@ class WorkQueue:
         if current is not None and current <= ready_at:
             return
         self._waiting[key] = ready_at
-        heapq.heappush(self._heap, _Delayed(ready_at, next(self._seq), key))
-        if self._heap[0].key == key and self._heap[0].ready_at == ready_at:
+        heapq.heappush(self._heap, (ready_at, next(self._seq), key))
+        if self._heap[0][2] == key and self._heap[0][0] == ready_at:
             self._timer_wake.set()  # the earliest deadline changed
 
     def add_rate_limited(self, key: str) -> None:
@@ -213,7 +207,7 @@ class WorkQueue:
         """Move delayed keys into the queue when they are due; runs until shutdown."""
         while not self._shutting_down:
             self._release_due()
-            timeout = self._heap[0].ready_at - self._clock() if self._heap else None
+            timeout = self._heap[0][0] - self._clock() if self._heap else None
             self._timer_wake.clear()
             if timeout is not None and timeout <= 0:
                 continue
@@ -223,12 +217,12 @@ class WorkQueue:
 
     def _release_due(self) -> None:
         now = self._clock()
-        while self._heap and self._heap[0].ready_at <= now:
-            item = heapq.heappop(self._heap)
-            if self._waiting.get(item.key) != item.ready_at:
+        while self._heap and self._heap[0][0] <= now:
+            ready_at, _seq, key = heapq.heappop(self._heap)
+            if self._waiting.get(key) != ready_at:
                 continue  # superseded by an earlier deadline that already fired
-            del self._waiting[item.key]
-            self.add(item.key)
+            del self._waiting[key]
+            self.add(key)
 
     # -- internals --------------------------------------------------------------------
 

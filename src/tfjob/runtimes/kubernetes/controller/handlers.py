@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tfjob.api import trainjob as tj
-from tfjob.api.observed import OwnedObject
 from tfjob.api.training_runtime import TrainingRuntime
 from tfjob.api.trainjob import TrainJob
 from tfjob.core.trainjob import status as trainjob_status
@@ -30,6 +29,7 @@ from tfjob.runtimes.kubernetes.cache.workqueue import WorkQueue
 from tfjob.runtimes.kubernetes.controller.events import EventRecorder
 from tfjob.runtimes.kubernetes.transport.decode import CachedJob
 from tfjob.runtimes.kubernetes.transport.resources import JOBSETS, TRAINJOBS
+from tfjob.runtimes.kubernetes.transport.trainer_decode import CachedJobSet
 
 
 def jobset_change(old: dict[str, Any], new: dict[str, Any]) -> str:
@@ -46,7 +46,7 @@ def jobset_change(old: dict[str, Any], new: dict[str, Any]) -> str:
 NOTHING, COUNTS, MORE = "nothing", "counts", "more"
 
 
-def _first_counts_wait(caches: TrainJobCaches, key: str, jobset: OwnedObject) -> float | None:
+def _first_counts_wait(caches: TrainJobCaches, key: str, jobset: CachedJobSet) -> float | None:
     """When a JobSet's change of counts alone would make a pass of TrainJob `key`
     wait (its first counts, every one 0: core/trainjob/status.py), the seconds the
     pass would wait; else None. A pass that would only wait is not made now."""
@@ -109,7 +109,7 @@ class Router:
             )
         )
 
-        def jobset(obj: OwnedObject, deleted: bool = False) -> None:
+        def jobset(obj: CachedJobSet, deleted: bool = False) -> None:
             owner = trainjob_owner(obj)
             if owner is None:
                 return
@@ -117,7 +117,7 @@ class Router:
             if deleted or not caches.ours(key, JOBSETS, obj.metadata.resource_version):
                 queue.add(key)
 
-        def jobset_updated(old: OwnedObject, new: OwnedObject) -> None:
+        def jobset_updated(old: CachedJobSet, new: CachedJobSet) -> None:
             """A change no pass reads queues nothing; a change of the counts alone
             waits behind the TrainJobs not yet reconciled (their JobSets first, and a
             JobSet that ends meanwhile moves it up: its counts are written with its
@@ -132,7 +132,9 @@ class Router:
                 return
             if caches.ours(key, JOBSETS, new.metadata.resource_version):
                 return
-            change = jobset_change(old.document, new.document)
+            # The same kept JSON: nothing a pass reads changed (no decoding needed).
+            same = old.kept == new.kept
+            change = NOTHING if same else jobset_change(old.document, new.document)
             if change == COUNTS:
                 wait = _first_counts_wait(caches, key, new)
                 if wait is None:

@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from tfjob.api.errors import InvalidJob
-from tfjob.api.observed import OwnedObject, Pod, Service, table
+from tfjob.api.observed import Meta, OwnedObject, Pod, Service, table
 from tfjob.api.types import Job, JobStatus, ObjectMeta
 
 SHARED_STRING = 64  # longer strings in a job's template are rarely repeated: not interned
@@ -219,6 +219,8 @@ def _sharer(struct: type[S]) -> Callable[[S], S]:
 
 
 _shared_pod = _sharer(Pod)
+#: Interns what a projected metadata repeats (its namespace, labels, owners), in place.
+share_meta = _sharer(Meta)
 _shared_service = _sharer(Service)
 
 
