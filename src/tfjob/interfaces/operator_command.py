@@ -243,7 +243,7 @@ def resolve_endpoints(ctx: click.Context, params: dict[str, Any]) -> tuple[str, 
     type=click.FloatRange(min=0),
     default=0.0,
     show_default=True,
-    help="Client-side limit on API requests per second (0: none; upstream used 20).",
+    help="Client-side limit on API requests per second, per resource (0: none; upstream used 20).",
 )
 @click.option(
     "--kube-api-burst",

@@ -400,8 +400,9 @@ def test_a_crashed_operator_leaves_no_duplicates_behind(operators: Operators, jo
     """SIGKILL in the middle of creating a 20-replica job, then start again."""
     from lightkube.resources.core_v1 import Pod, Service
 
-    # Throttled to ~40 writes/s so the kill lands while creation is under way.
-    first = operators.start("--kube-api-qps", "40", "--kube-api-burst", "1")
+    # Throttled to ~20 pods and ~20 services a second (a bucket per resource), so the
+    # kill lands while creation is under way.
+    first = operators.start("--kube-api-qps", "20", "--kube-api-burst", "1")
     jobs.create("big", {"Worker": replica(20)})
     wait_for(lambda: len(jobs.pods()) >= 4, message="some pods created")
     first.kill()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tfjob.runtimes.kubernetes.transport.client import TokenBucket
+from tfjob.runtimes.kubernetes.transport.client import Throttle, TokenBucket, _resource_of
 
 
 async def _queue(bucket: TokenBucket, order: list[str], *waiters: tuple[str, bool]) -> None:
@@ -77,3 +77,29 @@ async def test_a_cancelled_waiter_gives_up_its_place() -> None:
     await asyncio.gather(gone, kept, return_exceptions=True)
     assert order == ["kept"]
     assert gone.cancelled()
+
+
+async def test_each_resource_has_a_budget_of_its_own() -> None:
+    """As in controller-runtime (a REST client, so a bucket, per kind): a JobSet apply
+    does not wait behind queued ConfigMap applies, and a JobSet's status PUT spends
+    the JobSets' budget."""
+    throttle = Throttle(qps=500, burst=1)
+    order: list[str] = []
+
+    async def one(name: str, path: str) -> None:
+        await throttle.bucket(_resource_of(path)).take()
+        order.append(name)
+
+    snapshots = "/api/v1/namespaces/ns/configmaps/{}"
+    jobsets = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/{}"
+    tasks = [asyncio.create_task(one(f"snapshot-{i}", snapshots.format(i))) for i in range(4)]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.create_task(one("jobset-0", jobsets.format(0))))
+    tasks.append(asyncio.create_task(one("jobset-0-status", jobsets.format("0/status"))))
+    await asyncio.gather(*tasks)
+    # Each bucket's burst of 1 went at once: the first snapshot and the first JobSet
+    # apply; the JobSet's status waited for the JobSets' next token, not the snapshots'.
+    assert order[:2] == ["snapshot-0", "jobset-0"]
+    assert order.index("jobset-0-status") < order.index("snapshot-3")
+    assert _resource_of("/api/v1/namespaces/ns/pods/p/log") == _resource_of("/api/v1/pods")
+    assert _resource_of("/apis") == _resource_of("/version") == ""

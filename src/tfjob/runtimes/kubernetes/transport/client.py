@@ -176,6 +176,35 @@ class TokenBucket:
         self._updated = now
 
 
+class Throttle:
+    """`--kube-api-qps`/`--kube-api-burst` as upstream's operators apply them: a token
+    bucket of that size per resource (pods, services, JobSets, ConfigMaps, a kind's
+    jobs, ...), its subresources included.
+
+    controller-runtime, which Kubeflow's training-operator and Trainer are built on,
+    gives each resource kind a REST client of its own, and client-go gives each REST
+    client its own token bucket: with `--kube-api-qps 20`, Trainer applies a
+    TrainJob's JobSet and its runtime snapshot at 20 a second each. One bucket for
+    every request would give tfjob a third of that budget for the same flags
+    (docs/decisions/0039-a-token-bucket-per-resource.md). Requests to other paths
+    (discovery, a pod's log) share one more bucket."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self._qps = qps
+        self._burst = burst or int(qps) or 1
+        self._buckets: dict[str, TokenBucket] = {}
+
+    def twin(self) -> Throttle:
+        """The same limits, fresh buckets (a budget of its own)."""
+        return Throttle(self._qps, self._burst)
+
+    def bucket(self, resource: str) -> TokenBucket:
+        found = self._buckets.get(resource)
+        if found is None:
+            found = self._buckets[resource] = TokenBucket(self._qps, self._burst)
+        return found
+
+
 class KubeClient:
     """The requests the operator makes, on a pool of keep-alive connections."""
 
@@ -184,7 +213,7 @@ class KubeClient:
         server: str,
         pool: Pool,
         credentials: Credentials,
-        throttle: TokenBucket | None = None,
+        throttle: Throttle | None = None,
     ) -> None:
         self._server = server.rstrip("/")
         self._origin = Origin.parse(self._server)  # its path, if any, prefixes every request
@@ -211,14 +240,13 @@ class KubeClient:
     @classmethod
     def from_connection(cls, conn: Connection, *, qps: float = 0.0, burst: int = 0) -> KubeClient:
         # TLS is given per request (the credentials' current context), not here.
-        throttle = TokenBucket(qps, burst or int(qps) or 1) if qps > 0 else None
+        throttle = Throttle(qps, burst) if qps > 0 else None
         return cls(conn.server, Pool(POOL_SIZE), conn.credentials, throttle)
 
     def with_own_budget(self) -> KubeClient:
         """The same connections and credentials with a throttle of its own (same QPS
-        and burst): for Events, so their writes never use up the reconciles' budget.
-        So the process may send twice the QPS set; Kubeflow's operator (v1.9.4) puts
-        its Events in the one bucket of all its requests."""
+        and burst): for Events, so their writes never use up the reconciles' budget
+        (Events are a resource of their own anyway: see Throttle)."""
         throttle = self._throttle.twin() if self._throttle is not None else None
         twin = KubeClient(self._server, self._pool, self._credentials, throttle)
         twin.on_response = self.on_response
@@ -475,7 +503,7 @@ class KubeClient:
         """One request: throttled, authenticated (a 401 refreshes the credentials and
         retries once), its answer read whole (or by `read`), errors mapped."""
         if self._throttle is not None:
-            await self._throttle.take(first=first)
+            await self._throttle.bucket(_resource_of(path)).take(first=first)
         content = _encode(body) if body is not None else None
         target = _target(path, params)
         extra = {**HEADERS, **headers} if headers else HEADERS
@@ -544,6 +572,21 @@ class KubeClient:
             raise RequestTimeout(timeout_message) from error
         except (HttpError, OSError) as error:
             raise TransportError(str(error) or type(error).__name__) from error
+
+
+def _resource_of(path: str) -> str:
+    """The resource a path names (`/apis/g/v/namespaces/ns/jobsets/x/status` ->
+    `g/jobsets`), or "" for any other path (discovery, /version)."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api" and len(parts) >= 3:
+        group, rest = "", parts[2:]
+    elif parts[0] == "apis" and len(parts) >= 4:
+        group, rest = parts[1], parts[3:]
+    else:
+        return ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    return f"{group}/{rest[0]}" if rest else ""
 
 
 def _target(path: str, params: dict[str, str] | None) -> str:
