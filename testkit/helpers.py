@@ -8,6 +8,7 @@ file); `testkit.builders` has the decoded `TFJob` structs the core's tests use.
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import time
 from collections.abc import Callable
@@ -18,12 +19,33 @@ IMAGE = "registry.example/tf:2.16"
 T = TypeVar("T")
 
 
+#: Where `free_port` picks: below Linux's default ephemeral range (32768-60999), from
+#: which the kernel takes the local port of every outgoing connection. A port picked
+#: there could be taken by any process's connection before the server given it binds
+#: (a test's operator then exits "address already in use"); below it, only another
+#: server binding it explicitly can.
+PORT_RANGE = (20000, 32768)
+_HANDED_OUT: set[int] = set()  # never the same port twice in one process
+
+
 def free_port() -> int:
-    """A port that was free a moment ago; a caller that can lose the race retries."""
+    """A port nothing listens on or holds, below the ephemeral range, not handed out
+    before by this process; a caller that can lose the race retries."""
+    for _ in range(1000):
+        port = random.randrange(*PORT_RANGE)
+        if port not in _HANDED_OUT and _bindable(port):
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError(f"no free port in {PORT_RANGE} after 1000 tries")
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def container(

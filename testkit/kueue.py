@@ -43,7 +43,6 @@ import base64
 import contextlib
 import copy
 import os
-import random
 import secrets
 import shutil
 import socket
@@ -84,9 +83,6 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 #: Where Kueue keeps its own objects (leader election, MultiKueue secrets).
 NAMESPACE = "kueue-system"
-#: Where a Kueue's webhook port is chosen: below Linux's default ephemeral range
-#: (32768-60999), from which the kernel hands out the tests' `free_port`s.
-RESERVED_PORTS = (20000, 32768)
 #: The webhook configurations, named as upstream's kustomization names them.
 WEBHOOK_CONFIGURATIONS = {
     "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
@@ -296,15 +292,14 @@ class Kueue:
         the conversion webhooks of five of Kueue's CRDs name it, so a Kueue started
         again (the next test file, a restart) applies them unchanged, and the API
         server does not rebuild their handlers and OpenAPI (about 0.4 CPU-s a CRD).
-        Below the kernel's ephemeral range, where `free_port` never lands: while this
-        Kueue is stopped no other server of the tests is handed its port."""
+        `free_port` hands a port out once per process and below the range outgoing
+        connections take theirs from, so it stays free while this Kueue is stopped."""
         saved = self.folder / "webhook-port"
         with contextlib.suppress(OSError, ValueError):
             port = int(saved.read_text())
             if _bindable(port):
                 return port
-        candidates = random.sample(range(*RESERVED_PORTS), 50)
-        port = next((one for one in candidates if _bindable(one)), 0) or free_port()
+        port = free_port()
         saved.write_text(str(port))
         return port
 
