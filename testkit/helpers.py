@@ -33,14 +33,18 @@ def free_port() -> int:
     before by this process; a caller that can lose the race retries."""
     for _ in range(1000):
         port = random.randrange(*PORT_RANGE)
-        if port not in _HANDED_OUT and _bindable(port):
+        if port not in _HANDED_OUT and bindable(port):
             _HANDED_OUT.add(port)
             return port
     raise RuntimeError(f"no free port in {PORT_RANGE} after 1000 tries")
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int, *, reuse_address: bool = False) -> bool:
+    """Whether a server could listen on 127.0.0.1:`port` now; `reuse_address` as Go's
+    servers listen (SO_REUSEADDR: a port its last server left in TIME_WAIT is free)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        if reuse_address:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

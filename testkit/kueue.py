@@ -45,7 +45,6 @@ import copy
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -75,7 +74,7 @@ from testkit.controlplane import (
     apply_documents,
     terminate,
 )
-from testkit.helpers import IMAGE, free_port, wait_for
+from testkit.helpers import IMAGE, bindable, free_port, wait_for
 from tfjob.frameworks.registry import FRAMEWORKS
 
 #: The label that puts a job in a LocalQueue, and the one that names its priority.
@@ -297,7 +296,7 @@ class Kueue:
         saved = self.folder / "webhook-port"
         with contextlib.suppress(OSError, ValueError):
             port = int(saved.read_text())
-            if _bindable(port):
+            if bindable(port, reuse_address=True):  # as Kueue (Go) listens
                 return port
         port = free_port()
         saved.write_text(str(port))
@@ -497,17 +496,6 @@ def install_crds(
     apply_documents(kube, docs)
     for doc in docs:
         _wait_established(kube, doc["metadata"]["name"])
-
-
-def _bindable(port: int) -> bool:
-    """Whether a server can listen on 127.0.0.1:`port` now (as Go listens: SO_REUSEADDR)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def config_dir_of(binary: Path) -> Path:
