@@ -157,6 +157,29 @@ def test_restarts_are_counted_by_replica_type_and_reason_once_each() -> None:
     assert samples(metrics)[restarts] == 1
 
 
+def test_a_job_whose_first_pod_fails_before_it_runs_is_timed_to_its_first_running() -> None:
+    metrics = Metrics()
+    cluster = Cluster(JobLifecycle(TENSORFLOW, metrics), created(Worker=replica(1, restart="ExitCode")))  # fmt: skip
+    cluster.at(1)
+    cluster.at(3, pod("worker", 0, "Failed", exit_code=137))  # before any Running
+    assert phases(metrics) == {"Restarting": 1}
+    cluster.at(8, pod("worker", 0, "Running", uid="uid-second"))
+    assert histogram(metrics, "tfjob_job_startup_seconds") == (1, 8)
+    # A later restart's recovery is no start-up.
+    cluster.at(12, pod("worker", 0, "Failed", exit_code=137, uid="uid-second"))
+    cluster.at(20, pod("worker", 0, "Running", uid="uid-third"))
+    assert phases(metrics) == {"Running": 1}
+    assert histogram(metrics, "tfjob_job_startup_seconds") == (1, 8)
+
+    # An operator that finds a job Restarting cannot tell whether it ever ran: its
+    # next Running is not timed.
+    second = Metrics()
+    found = Cluster(JobLifecycle(TENSORFLOW, second), cluster.at(25, pod("worker", 0, "Failed", exit_code=137, uid="uid-third")))  # fmt: skip
+    assert phases(second) == {"Restarting": 1}
+    found.at(30, pod("worker", 0, "Running", uid="uid-fourth"))
+    assert histogram(second, "tfjob_job_startup_seconds") == (0, 0)
+
+
 def test_what_a_watch_gap_hid_is_observed_from_the_conditions_it_left() -> None:
     metrics = Metrics()
     cluster = Cluster(JobLifecycle(TENSORFLOW, metrics), created(Worker=replica(1, restart="ExitCode")))  # fmt: skip

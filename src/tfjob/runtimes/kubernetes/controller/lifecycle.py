@@ -81,6 +81,13 @@ def _resumed_at(suspended: JobCondition | None) -> datetime | None:
     return _time(suspended) if suspended is not None and suspended.status == "False" else None
 
 
+def _not_yet_run(status: JobStatus) -> bool:
+    """Whether a status shows a job that has not run yet: neither Running nor
+    Restarting (each removes the other, so a restart hides an earlier run), nor ended."""
+    shown = (conditions.find(status, t) for t in (c.RUNNING, c.RESTARTING))
+    return not any(shown) and not conditions.is_finished(status)
+
+
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
     """`end - start`, never negative (creationTimestamp is the API server's clock,
     conditions the operator's)."""
@@ -114,6 +121,11 @@ class JobLifecycle:
         # job's status write that counts the restart comes first, but the caches may
         # show the two in either order. Dropped when counted or the job goes.
         self._failed: dict[str, dict[str, _Failed]] = {}
+        # UIDs of jobs seen before they ever ran: their first Running is a start-up
+        # even after a Restarting (a pod that failed before the job ran), which the
+        # status alone cannot tell from a recovery (each condition removes the other).
+        # Dropped at the first Running, the end, or the job's deletion.
+        self._never_ran: set[str] = set()
         # Every histogram series of the kind exists from start-up, empty: a series that
         # appears with its first observation shows no increase to rate(), so a
         # dashboard's quantile of the first jobs would be empty (kubeflow/trainer#2408's
@@ -147,6 +159,8 @@ class JobLifecycle:
         self._gauge(namespace, phase(job.status)).inc()
         if not job.status.conditions:  # no operator has taken it up: a new job
             self._metrics.job(self._metrics.jobs_created, namespace, self._framework)
+        if _not_yet_run(job.status):
+            self._never_ran.add(job.metadata.uid)
 
     def _updated(self, old: CachedJob, new: CachedJob) -> None:
         before, after = phase(old.status), phase(new.status)
@@ -163,6 +177,7 @@ class JobLifecycle:
         self._gauge(namespace, phase(job.status)).dec()
         self._metrics.job(self._metrics.jobs_deleted, namespace, self._framework)
         self._failed.pop(job.metadata.uid, None)
+        self._never_ran.discard(job.metadata.uid)
 
     def _first_in(self, namespace: str) -> None:
         """Every job series of a namespace appears at 0 with its first job, so that
@@ -200,17 +215,22 @@ class JobLifecycle:
         """A new transition to Running: timed from the job's creation if it is its
         first, from its resume if it follows one; a restart's recovery is neither."""
         running, before = self._ran(new.status), self._ran(old.status)
+        uid = new.metadata.uid
         if running is None or (
             before is not None and before.last_transition_time == running.last_transition_time
         ):
+            if conditions.is_finished(new.status):
+                self._never_ran.discard(uid)
             return
         at = _time(running)
+        first = uid in self._never_ran
+        self._never_ran.discard(uid)
         stopped = self._stopped(old.status, before)
         resumed = _resumed_at(conditions.find(new.status, c.SUSPENDED))
         if resumed is not None:
             if stopped is None or resumed >= stopped:
                 self._observe(self._metrics.job_resume_to_running, _seconds(resumed, at))
-        elif stopped is None:
+        elif first or stopped is None:
             created = new.metadata.creation_timestamp
             start = parse_rfc3339(created) if created else None
             self._observe(self._metrics.job_startup, _seconds(start, at))
