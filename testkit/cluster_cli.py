@@ -10,12 +10,10 @@ interpreter.
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from typing import Any
 import yaml
 
 from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION
-from testkit.forked_cli import ForkedCli
+from testkit.forked_cli import shared
 from testkit.helpers import IMAGE, container, pytorchjob, replica, tfjob
 from testkit.tfjob_cli import TFJOB
 from tfjob.api.kinds import KindDeclaration
@@ -101,7 +99,7 @@ class Cli:
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         command = [*args, "--kubeconfig", str(self.kubeconfig), "-n", self.namespace]
-        return _forked().run(*command, env=_env(), timeout=int(LIMIT))
+        return shared(_WARM_UP).run(*command, env=_env(), timeout=int(LIMIT))
 
     def start(self, *args: str) -> Running:
         log = self.folder / f"tfjob-{time.monotonic_ns()}.log"
@@ -177,19 +175,6 @@ _WARM_UP = "\n".join(
         "cluster_client.follow",
     )
 )
-#: One forking server per network namespace: a child is in its server's, and the real
-#: node's tests run theirs inside the node's (testkit/node.py).
-_forked_cli: dict[int, ForkedCli] = {}
-_forked_lock = threading.Lock()
-
-
-def _forked() -> ForkedCli:
-    namespace = os.stat("/proc/thread-self/ns/net").st_ino
-    with _forked_lock:
-        if namespace not in _forked_cli:
-            _forked_cli[namespace] = ForkedCli(_WARM_UP)
-            atexit.register(_forked_cli[namespace].close)
-        return _forked_cli[namespace]
 
 
 def _env() -> dict[str, str]:

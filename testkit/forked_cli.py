@@ -9,10 +9,16 @@ its entry point (``main()``, its exit code, its stdout and stderr, the processes
 starts), as `python3 -c "...main()"` would after the imports. Only the interpreter's
 start and the imports are shared, so a run's environment and folder are the test's
 when the server starts (each run may name its own folder).
+
+``spawn`` starts a command that runs until stopped (the tests' operators,
+testkit/operators.py) and hands back a ``ForkedProcess``, used as a
+``subprocess.Popen``: pid, signals, ``poll``, ``wait`` and the exit code, which the
+server, its parent, reads when it reaps it.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -37,7 +43,14 @@ def child(request):
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    for fd, path in ((1, request["out"]), (2, request["err"])):
+    if request.get("log"):  # one file for both, appended to (a long-running command)
+        target = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        os.close(target)
+    for fd, path in ((1, request.get("out")), (2, request.get("err"))):
+        if path is None:
+            continue
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
         os.close(target)
@@ -80,6 +93,8 @@ while reading or children:
                 pid = os.fork()
                 if pid == 0:
                     child(request)
+                sys.stdout.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
+                sys.stdout.flush()
                 pidfd = os.pidfd_open(pid)
                 selector.register(pidfd, selectors.EVENT_READ, (request["id"], pid))
                 children += 1
@@ -95,8 +110,46 @@ while reading or children:
 """
 
 
+class ForkedProcess:
+    """A long-running `tfjob ARGS` forked by a ForkedCli (``spawn``), handled as a
+    ``subprocess.Popen``: its pid, signals, ``poll``, ``wait`` and exit code (negative:
+    the signal that ended it). Its parent is the forking server, which reaps it and
+    reports the code."""
+
+    def __init__(self, args: list[str], pid: int, ended: Future[int]) -> None:
+        self.args = args
+        self.pid = pid
+        self._ended = ended
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self._ended.done():
+            self.returncode = self._ended.result()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        try:
+            self.returncode = self._ended.result(timeout)
+        except TimeoutError as late:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0) from late
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        # Once reaped, the pid may be another process's: signal only while no exit
+        # code has come back (the server reports it right after reaping).
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 class ForkedCli:
-    """`tfjob ARGS` in forked children of one server process; ``run`` is thread-safe."""
+    """`tfjob ARGS` in forked children of one server process; ``run`` and ``spawn``
+    are thread-safe."""
 
     def __init__(self, warm_up: str = "") -> None:
         """``warm_up``: Python the server runs once before any fork (imports, caches a
@@ -111,6 +164,8 @@ class ForkedCli:
         )
         self._lock = threading.Lock()
         self._waiting: dict[int, tuple[Future[subprocess.CompletedProcess[str]], Any]] = {}
+        self._started: dict[int, Future[int]] = {}  # a spawned command's pid
+        self._ending: dict[int, Future[int]] = {}  # its exit code
         self._next = 0
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -130,18 +185,41 @@ class ForkedCli:
             ident, self._next = self._next, self._next + 1
             out, err = self._folder / f"{ident}.out", self._folder / f"{ident}.err"
             self._waiting[ident] = (future, (list(args), out, err))
-            request = {
-                "id": ident,
-                "argv": list(args),
-                "cwd": str(cwd or Path.cwd()),
-                "env": dict(os.environ if env is None else env),
-                "timeout": timeout,
-            }
-            assert self._server.stdin is not None
-            self._server.stdin.write(json.dumps({**request, "out": str(out), "err": str(err)}))
-            self._server.stdin.write("\n")
-            self._server.stdin.flush()
+            self._send(ident, args, cwd, env, timeout=timeout, out=str(out), err=str(err))
         return future
+
+    def spawn(
+        self, *args: str, log: Path, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> ForkedProcess:
+        """Start `tfjob ARGS` (an operator: it runs until stopped) with its stdout and
+        stderr appended to ``log``, in ``cwd`` with ``env`` as for ``submit``."""
+        started: Future[int] = Future()
+        ended: Future[int] = Future()
+        with self._lock:
+            ident, self._next = self._next, self._next + 1
+            self._started[ident], self._ending[ident] = started, ended
+            self._send(ident, args, cwd, env, timeout=0, log=str(log))
+        return ForkedProcess(["tfjob", *args], started.result(timeout=60), ended)
+
+    def _send(
+        self,
+        ident: int,
+        args: tuple[str, ...],
+        cwd: Path | None,
+        env: dict[str, str] | None,
+        **request: Any,
+    ) -> None:
+        """One request to the server; the caller holds the lock."""
+        request |= {
+            "id": ident,
+            "argv": list(args),
+            "cwd": str(cwd or Path.cwd()),
+            "env": dict(os.environ if env is None else env),
+        }
+        assert self._server.stdin is not None
+        self._server.stdin.write(json.dumps(request))
+        self._server.stdin.write("\n")
+        self._server.stdin.flush()
 
     def run(
         self, *args: str, env: dict[str, str] | None = None, timeout: int = 60
@@ -156,17 +234,30 @@ class ForkedCli:
         assert self._server.stdout is not None
         for line in self._server.stdout:
             message = json.loads(line)
+            ident = message["id"]
             with self._lock:
-                future, (argv, out, err) = self._waiting.pop(message["id"])
+                if "pid" in message:
+                    if ident in self._started:
+                        self._started.pop(ident).set_result(message["pid"])
+                    continue
+                if ident in self._ending:
+                    self._ending.pop(ident).set_result(message["code"])
+                    continue
+                future, (argv, out, err) = self._waiting.pop(ident)
             future.set_result(
                 subprocess.CompletedProcess(
                     ["tfjob", *argv], message["code"], out.read_text(), err.read_text()
                 )
             )
+        gone = RuntimeError("the forking server ended")
         with self._lock:
             for future, _ in self._waiting.values():
-                future.set_exception(RuntimeError("the forking server ended"))
+                future.set_exception(gone)
+            for waiting in (*self._started.values(), *self._ending.values()):
+                waiting.set_exception(gone)
             self._waiting.clear()
+            self._started.clear()
+            self._ending.clear()
 
     def close(self) -> None:
         if self._server.stdin is not None:
@@ -191,3 +282,20 @@ class ForkedCli:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+#: The servers `shared` hands out, by network namespace and warm-up.
+_SHARED: dict[tuple[int, str], ForkedCli] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(warm_up: str) -> ForkedCli:
+    """This process's server for ``warm_up`` in the calling thread's network namespace
+    (a child is in its server's, and the real node's tests run commands inside the
+    node's: testkit/node.py), started on first use and closed at exit."""
+    key = (os.stat("/proc/thread-self/ns/net").st_ino, warm_up)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = ForkedCli(warm_up)
+            atexit.register(_SHARED[key].close)
+        return _SHARED[key]

@@ -10,10 +10,8 @@ the endpoints' fixed ports would collide with anything else on this machine).
 from __future__ import annotations
 
 import functools
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from testkit import fast_yaml
 from testkit.controlplane import find_assets
 from testkit.helpers import free_port
 from testkit.kubelet import FakeKubelet
-from testkit.operators import Jobs, RunningOperator, replica
+from testkit.operators import Jobs, RunningOperator, replica, start_tfjob
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OVERLAYS = REPO_ROOT / "manifests" / "overlays"
@@ -70,20 +68,13 @@ def expand(args: list[str], env: dict[str, str]) -> list[str]:
     ]
 
 
-def tfjob_command() -> list[str]:
-    beside = Path(sys.executable).with_name("tfjob")
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    return [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
-
-
 def start_operator(
     args: list[str], kubeconfig: Path, log_path: Path, env: dict[str, str] | None = None
 ) -> RunningOperator:
-    """`tfjob <args>` as the container would run it, on free local ports."""
+    """`tfjob <args>` as the container would run it, on free local ports (forked from
+    a process that imported the operator once: testkit/operators.py `start_tfjob`)."""
     health, metrics = free_port(), free_port()
     full = [
-        *tfjob_command(),
         *args,
         "--kubeconfig",
         str(kubeconfig),
@@ -92,14 +83,7 @@ def start_operator(
         f"--health-probe-bind-address=127.0.0.1:{health}",
         "--bind-address=127.0.0.1",
     ]
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            full,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-        )
+    process = start_tfjob(full, log_path, env)
     return RunningOperator(process, log_path, health, metrics, full)
 
 
