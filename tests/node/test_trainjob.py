@@ -36,7 +36,8 @@ worker (`numNodes: 1`, the example has 2) to keep the test short, and its name
 (tf-ps-distributed: the converted example is tf-parameter-server); its pods also
 mount one host folder at /models (MODEL_DIR), where the evaluator reads the chief's
 checkpoints, and stop within 2 s when deleted (the program, the container's PID 1,
-ignores SIGTERM)."""
+ignores SIGTERM), and their PYTHONPATH hides jax and IPython, which the host's prefix
+has for other suites and TensorFlow would import (testkit/hidden_modules.py)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ from lightkube import Client
 from testkit.cluster_cli import Cli, Running
 from testkit.controlplane import ControlPlaneError, ControlPlaneUnavailable
 from testkit.helpers import wait_for
+from testkit.hidden_modules import NOT_IN_A_TENSORFLOW_IMAGE, hiding
 from testkit.jobset import JobSetManager
 from testkit.node import Node
 from testkit.node_jobset import as_control_plane, start_jobset
@@ -152,10 +154,12 @@ def on_node(
     libgomp: Path,
     jobs: tuple[str, ...] = ("node",),
     models: Path | None = None,
+    hidden: Path | None = None,
 ) -> dict[str, Any]:
     """The example's TrainJob, run with the host's frameworks (module docstring), on
     the pods of replicated jobs `jobs`; with `models`, that host folder is every pod's
-    /models and MODEL_DIR (one folder for the chief's checkpoints and the evaluator)."""
+    /models and MODEL_DIR (one folder for the chief's checkpoints and the evaluator);
+    with `hidden`, that folder of testkit/hidden_modules.py first on PYTHONPATH."""
     trainjob: dict[str, Any] = next(
         d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "TrainJob"
     )
@@ -182,6 +186,9 @@ def on_node(
     if models is not None:
         mounts.append(("models", str(models), "/models", "Directory"))
         trainer["env"].append({"name": "MODEL_DIR", "value": "/models"})
+    if hidden is not None:
+        mounts.append(("hidden", str(hidden), str(hidden), "Directory"))
+        trainer["env"].append({"name": "PYTHONPATH", "value": str(hidden)})
     pod = {
         "volumes": [
             {"name": name, "hostPath": {"path": host, "type": kind}}
@@ -245,9 +252,12 @@ def test_torch_tensorflow_and_paddle_trainjobs_train_across_pods(
     paddle = example("paddle.yaml")
     models = tmp_path / "models"
     models.mkdir()
+    # Its TensorFlow processes without jax and IPython, as in a TensorFlow image.
+    hidden = hiding(tmp_path / "tensorflow-alone", NOT_IN_A_TENSORFLOW_IMAGE)
     ps = on_node(
-        TRAINJOB_EXAMPLES / "tensorflow-ps.yaml", base_image, prefix, libgomp, PS_JOBS, models
-    )
+        TRAINJOB_EXAMPLES / "tensorflow-ps.yaml",
+        base_image, prefix, libgomp, PS_JOBS, models, hidden,
+    )  # fmt: skip
     ps["metadata"]["name"] = "tf-ps-distributed"  # the converted example is tf-parameter-server
     ps["spec"]["trainer"]["numNodes"] = 1  # one worker (the runtime fixes 2 PS)
     for patch in ps["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
