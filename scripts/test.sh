@@ -54,7 +54,8 @@ ruff check .
 ruff format --check .
 mypy
 lint-imports
-# Two workers (pytest-xdist): most tests wait on a cluster rather than compute, so two
-# at a time fill both cores; tests/conftest.py groups them by file (the real node's
-# tests all on one worker). TFJOB_TEST_WORKERS=0 runs them in this process.
-python3 -m pytest -n "${TFJOB_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# Three workers (pytest-xdist) on two cores: most tests wait on a cluster, a node or
+# other processes rather than compute, and with two the cores still idled ~18 % of the
+# run (docs/decisions/0027); tests/conftest.py groups the tests by file (the real
+# node's tests all on one worker). TFJOB_TEST_WORKERS=0 runs them in this process.
+python3 -m pytest -n "${TFJOB_TEST_WORKERS:-3}" --dist loadgroup "$@"
