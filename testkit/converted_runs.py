@@ -73,11 +73,7 @@ class Run:
 
     def raw_reports(self, prefix: str) -> list[dict[str, Any]]:
         """The `<prefix> {json}` lines the pods printed, as printed, in pod order."""
-        return [
-            json.loads(line[len(prefix) + 1 :])
-            for line in self.lines()
-            if line.startswith(prefix + " ")
-        ]
+        return printed_reports("\n".join(self.lines()), prefix)
 
     def reports(self, prefix: str) -> list[dict[str, Any]]:
         """The `<prefix> {json}` lines the pods printed, normalised, sorted."""

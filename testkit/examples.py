@@ -7,11 +7,11 @@ import copy
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
+from testkit.tfjob_cli import TFJOB
+
 RUN_LIMIT = 300.0  # seconds for one job; the examples take 5-15 s on 2 cores
 
 
@@ -29,11 +29,21 @@ def run(
 
 
 def reports(text: str, prefix: str) -> list[dict[str, Any]]:
-    return [
-        json.loads(line[len(prefix) + 1 :])
-        for line in text.splitlines()
-        if line.startswith(prefix + " ")
-    ]
+    """Each `<prefix> {json}` in `text`. Processes sharing one output (torchrun's ranks
+    in one pod) may write between another's report and its newline, or before its
+    prefix (`print` writes text and newline apart when unbuffered), so a report is
+    found anywhere in its line and read up to its closing brace."""
+    found = []
+    for line in text.splitlines():
+        at = line.find(prefix + " ")
+        while at >= 0:  # two processes' reports may share a line
+            report, end = _DECODER.raw_decode(line, at + len(prefix) + 1)
+            found.append(report)
+            at = line.find(prefix + " ", end)
+    return found
+
+
+_DECODER = json.JSONDecoder()
 
 
 def run_job(

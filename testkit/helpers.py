@@ -129,6 +129,11 @@ def pytorchjob(
     }
 
 
+class WaitTimeout(AssertionError):
+    """`wait_for` ran out of time (a test failure; callers that re-word it catch only
+    this, so an assertion raised while polling is not taken for a timeout)."""
+
+
 def wait_for(
     what: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, message: str = ""
 ) -> T:
@@ -141,9 +146,7 @@ def wait_for(
         if last is not None and last is not False:
             return last
         time.sleep(interval)
-    raise AssertionError(
-        f"timed out after {timeout} s waiting for {message or what}; last: {last!r}"
-    )
+    raise WaitTimeout(f"timed out after {timeout} s waiting for {message or what}; last: {last!r}")
 
 
 async def until(

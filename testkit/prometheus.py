@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from testkit.controlplane import _die_with_parent, _tail, terminate
-from testkit.helpers import free_port, wait_for
+from testkit.helpers import WaitTimeout, free_port, wait_for
 
 if TYPE_CHECKING:
     from testkit.operators import RunningOperator
@@ -140,7 +140,7 @@ class Prometheus:
 
         try:
             wait_for(matches, timeout, interval=0.25)
-        except AssertionError:
+        except WaitTimeout:
             raise AssertionError(f"{promql} is {seen[-1]}, expected {expected}") from None
 
     @staticmethod

@@ -17,6 +17,15 @@ TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
 RUN_LIMIT = 60.0  # seconds; every run in these tests takes a few
 
 
+def tfjob_command() -> list[str]:
+    """The `tfjob` console script of this Python, as a user would start it (the
+    module's `main` where the script is not installed)."""
+    beside = Path(sys.executable).with_name("tfjob")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
+    return list(TFJOB)
+
+
 def tfjob(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run `tfjob ARGS` to the end; output captured as text."""
     return subprocess.run(

@@ -35,10 +35,10 @@ from testkit.install import (
     render,
     service_account_kubeconfig,
     start_operator,
-    tfjob_command,
 )
 from testkit.kubelet import FakeKubelet
 from testkit.operators import Jobs, RunningOperator
+from testkit.tfjob_cli import tfjob_command
 
 KEEP = "helm.sh/resource-policy"
 ALL_KINDS = ["TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob", "MPIJob"]

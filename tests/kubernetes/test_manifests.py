@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,6 +34,7 @@ from testkit.controlplane import (
     kustomization_files,
     load_manifest,
 )
+from testkit.tfjob_cli import TFJOB
 from tfjob.core.trainjob import plan as trainjob_plan
 
 TFJOB_PATH = "/apis/kubeflow.org/v1/namespaces/{ns}/tfjobs"
@@ -385,13 +385,7 @@ def test_deployment_command_line_is_accepted_by_tfjob_operator() -> None:
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["tfjob"]
     run = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from tfjob.interfaces.cli import main; main()",
-            *container["args"],
-            "--help",
-        ],
+        [*TFJOB, *container["args"], "--help"],
         capture_output=True,
         text=True,
         timeout=60,

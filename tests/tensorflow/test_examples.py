@@ -31,7 +31,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -42,9 +41,9 @@ import psutil
 import pytest
 
 from testkit.converted_runs import Pair, run_both
+from testkit.tfjob_cli import TFJOB
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tensorflow"
-TFJOB = [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
 RUN_LIMIT = 300.0  # seconds for one job; they take 10-60 s on 2 cores
 REPORT = "TFJOB_REPORT "
 STEP = re.compile(r"^TFJOB_STEP step (\d+) pipeline (\d+) loss \S+$")

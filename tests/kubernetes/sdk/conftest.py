@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -39,6 +37,7 @@ from typing import Any
 import pytest
 
 from testkit.helpers import free_port
+from testkit.tfjob_cli import tfjob_command
 
 _HERE = Path(__file__).resolve().parent
 _OPERATOR = pytest.StashKey["OperatorProcess"]()
@@ -90,17 +89,6 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _tfjob_command() -> list[str]:
-    """The installed ``tfjob`` console script, as a user would start it."""
-    beside = Path(sys.executable).with_name("tfjob")
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    found = shutil.which("tfjob")
-    if found:
-        return [found]
-    return [sys.executable, "-c", "from tfjob.interfaces.cli import main; main()"]
-
-
 def _ready(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
@@ -140,7 +128,7 @@ def operator(
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
     health_port, metrics_port = free_port(), free_port()
     args = [
-        *_tfjob_command(),
+        *tfjob_command(),
         "operator",
         "--kubeconfig",
         str(operator_kubeconfig),
