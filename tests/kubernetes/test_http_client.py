@@ -145,6 +145,28 @@ async def test_at_most_64_connections_are_open_at_once(
     assert proxy.connections_made == 64
 
 
+async def test_a_connection_idle_past_its_limit_is_closed_and_a_busy_one_kept(
+    proxy: FaultProxy, kubeconfig: Path, tmp_path: Path, namespace: str
+) -> None:
+    """An operator gone quiet does not hold the API server's sockets: a connection
+    idle for `idle_seconds` is closed with no request to prompt it, one in steady use
+    is kept, and the next request after the close opens a new one."""
+    path = proxy.write_kubeconfig(tmp_path / "proxied", token=token_of(kubeconfig))
+    conn = connection(str(path))
+    client = KubeClient(conn.server, Pool(8, idle_seconds=0.6), conn.credentials)
+    target = f"/api/v1/namespaces/{namespace}"
+    try:
+        for _ in range(6):  # 1.2 s in all, never 0.6 s idle
+            await client.get_path(target)
+            await asyncio.sleep(0.2)
+        assert (proxy.connections_made, proxy.open_connections) == (1, 1)
+        await until(lambda: proxy.open_connections == 0, within=3)
+        await client.get_path(target)
+        assert proxy.connections_made == 2
+    finally:
+        await client.close()
+
+
 async def _silent_watch_server(event: bytes) -> asyncio.Server:
     """Answers any request with a chunked 200 and one chunk, then says nothing more."""
 
