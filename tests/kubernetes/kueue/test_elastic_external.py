@@ -83,7 +83,12 @@ def test_an_elastic_job_is_admitted_in_part_and_runs_the_admitted_workers(
     workers = ["elastic-worker-0", "elastic-worker-1"]
     expected = (["elastic-master-0"] if master else []) + workers
     assert sorted(pods) == sorted(expected)
-    assert sorted(queued.services("elastic")) == sorted(expected)
+    # Pods and services go out together: a pod may run before its service is made.
+    wait_for(
+        lambda: sorted(queued.services("elastic")) == sorted(expected),
+        10,
+        message=f"services {expected}",
+    )
     for name, pod in pods.items():
         env = _env(pod)
         # torchrun's rendezvous takes any count from minReplicas to maxReplicas.

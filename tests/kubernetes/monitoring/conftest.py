@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,6 +92,14 @@ def _run(kube: Client, namespace: str) -> dict[str, dict[str, Any]]:
     # (Not waited for as Restarting: kwok runs the replacement at once, and its Running
     # drops the condition before a poll may see it. The new pod's UID shows it.)
     first = pods.wait_running(namespace, 1, {c.LABEL_JOB_NAME: "jax-restart"})
+    # Killed only once the operator has seen it run (the job's Running condition): a
+    # busy operator may otherwise read the first pod's Running and its end in one
+    # pass, and a job first Running after a restart is timed as a recovery, not a
+    # startup (the count below expects one).
+    ran = _stamp(jax.wait_condition("jax-restart", "Running"))
+    # Killed a second after that Running at the earliest (conditions keep whole
+    # seconds), so that the Running after the restart shows a later time.
+    time.sleep(max(0.0, (ran - datetime.now(UTC)).total_seconds() + 1))
     uid = tf.pods()[first[0]]["metadata"]["uid"]
     pods.end(namespace, first[0], 137, "OOMKilled")
     wait_for(
@@ -101,6 +110,16 @@ def _run(kube: Client, namespace: str) -> dict[str, dict[str, Any]]:
         ),
         30,
         message="the JAXJob's replacement worker Running",
+    )
+    # Ended only once the operator has seen the job run again: a status that goes
+    # Restarting -> Succeeded has no Running to time `tfjob_job_run_seconds` from.
+    wait_for(
+        lambda: (
+            (ran_again := jax.condition("jax-restart", "Running")) is not None
+            and _stamp(ran_again) > ran
+        ),
+        30,
+        message="the JAXJob Running after its restart",
     )
     pods.end(namespace, first[0], 0)
     # The XGBoostJob waits in its "queue", then is admitted.
@@ -120,11 +139,15 @@ def _run(kube: Client, namespace: str) -> dict[str, dict[str, Any]]:
     return seen
 
 
+def _stamp(condition: dict[str, Any]) -> datetime:
+    """A condition's lastTransitionTime."""
+    return datetime.fromisoformat(condition["lastTransitionTime"].replace("Z", "+00:00"))
+
+
 def _queued_long_enough(jobs: Jobs) -> bool:
     condition = jobs.condition("xgb-queued", "Suspended")
     assert condition is not None
-    since = datetime.fromisoformat(condition["lastTransitionTime"].replace("Z", "+00:00"))
-    return (datetime.now(UTC) - since).total_seconds() >= QUEUED_SECONDS
+    return (datetime.now(UTC) - _stamp(condition)).total_seconds() >= QUEUED_SECONDS
 
 
 def _finished(jobs: Jobs, name: str, end: str) -> dict[str, Any]:

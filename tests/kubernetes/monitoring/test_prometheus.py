@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from testkit.cluster import EXIT_CODE_ANNOTATION, RUN_FOR_ANNOTATION, KwokPods
-from testkit.helpers import replica, wait_for
+from testkit.helpers import WaitTimeout, replica, wait_for
 from testkit.operators import Jobs, Operators
 from testkit.prometheus import JOB, Prometheus, Scenario
 from tfjob.frameworks.registry import FRAMEWORKS
@@ -148,7 +148,7 @@ class Reader:
 
         try:
             wait_for(check, 20, interval=0.5)
-        except AssertionError:
+        except WaitTimeout:
             raise AssertionError(f"{name}: Prometheus says {seen[-1]!r}") from None
 
     def equal(
@@ -217,8 +217,9 @@ def test_every_documented_series_answers_through_promql(scenario: Scenario) -> N
     checked.add("tfjob_jobs")
 
     # Times, from the statuses the API server stored. tf-ok and pt-fail ran once, so
-    # their Running condition is their first; jax-restart and pd-ttl ran again after a
-    # restart: their first Running was no later than the one the status keeps (whole seconds).
+    # their Running condition is their first; jax-restart ran again after a restart
+    # (the scenario waits for that Running): its first Running was no later than the
+    # one its status keeps (whole seconds).
     startup = "tfjob_job_startup_seconds"
     read.equal(
         f"sum by (framework) ({startup}_count{{{o}}})",
@@ -230,11 +231,12 @@ def test_every_documented_series_answers_through_promql(scenario: Scenario) -> N
         ("framework",),
         {(k,): _since_created(jobs[k], "Running") for k in ("tensorflow", "pytorch")},
     )
+    last_ran = _since_created(jobs["jax"], "Running")
     read.each(
         f"sum by (framework) ({startup}_sum{{{o}}})",
         "framework",
         ("jax",),
-        lambda s: 0 <= s <= _since_created(jobs["jax"], "Running"),
+        lambda s: 0 <= s <= last_ran,
     )
     checked.add(startup)
 

@@ -30,6 +30,7 @@ from testkit.sdk_jobs import IMAGE, build_tfjob
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 POLL = 1  # seconds between the SDK's GETs (its polling_interval is typed int)
 WAIT = 60
+TTL = 10  # ttlSecondsAfterFinished the update sets
 
 
 def pod_name(job: str, replica_type: str, index: int) -> str:
@@ -188,12 +189,13 @@ def test_update_job_merge_patch_is_read_back_and_honoured(
     assert job.spec.run_policy.ttl_seconds_after_finished is None
     job.metadata.labels["team"] = "speech"
     job.metadata.labels["priority"] = "high"
-    job.spec.run_policy.ttl_seconds_after_finished = 2
+    # Long enough for the SDK's 1 s polling to see it Succeeded under load first.
+    job.spec.run_policy.ttl_seconds_after_finished = TTL
     client.update_job(job, name)
 
     updated = client.get_job(name)
     assert updated.metadata.labels == {"team": "speech", "priority": "high"}
-    assert updated.spec.run_policy.ttl_seconds_after_finished == 2
+    assert updated.spec.run_policy.ttl_seconds_after_finished == TTL
     assert updated.spec.run_policy.clean_pod_policy == "None"  # untouched fields stay
     assert {t: s.replicas for t, s in updated.spec.tf_replica_specs.items()} == {
         "Worker": 2,
@@ -201,7 +203,7 @@ def test_update_job_merge_patch_is_read_back_and_honoured(
     }
     assert client.is_job_running(name)  # the status survived the patch
 
-    # The operator acts on the patched runPolicy: 2 s after finishing the job is gone.
+    # The operator acts on the patched runPolicy: TTL s after finishing the job is gone.
     for index in (0, 1):
         kwok.end(namespace, pod_name(name, "worker", index), 0)
     client.wait_for_job_conditions(
@@ -209,7 +211,7 @@ def test_update_job_merge_patch_is_read_back_and_honoured(
     )
     deadline = time.monotonic() + 30
     while [j.metadata.name for j in client.list_jobs()] == [name]:
-        assert time.monotonic() < deadline, "job not deleted 30 s after its 2 s TTL"
+        assert time.monotonic() < deadline, f"job not deleted 30 s after its {TTL} s TTL"
         time.sleep(0.5)
     with pytest.raises(RuntimeError, match="Not Found"):
         client.get_job(name)
