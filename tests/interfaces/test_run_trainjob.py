@@ -281,8 +281,10 @@ def test_every_malformed_trainjob_or_runtime_is_refused_as_at_apply(fixture: Pat
 def test_an_mpi_runtime_runs_mpirun_from_the_launcher_with_local_slots(tmp_path: Path) -> None:
     """deepspeed-distributed, 2 nodes (the launcher is one): mpirun starts 2 ranks here,
     as the hostfile's slots allow; the node pod waits in place of its sshd."""
-    rank = "import os; print('rank', os.environ['OMPI_COMM_WORLD_RANK'], 'of', " \
-           "os.environ['OMPI_COMM_WORLD_SIZE'])"  # fmt: skip
+    # One write per rank: both ranks' output reaches the launcher's, and an unbuffered
+    # print (PYTHONUNBUFFERED=1, as the environment may set) writes its parts apart.
+    rank = "import os; e = os.environ; os.write(1, f\"rank {e['OMPI_COMM_WORLD_RANK']} " \
+           "of {e['OMPI_COMM_WORLD_SIZE']}\\n\".encode())"  # fmt: skip
     trainjob = _trainjob("mp", "deepspeed-distributed", 2, ["mpirun", "python3", "-c", rank])
     result = _run(tmp_path, trainjob)
     assert result.returncode == 0, result.stdout + result.stderr
