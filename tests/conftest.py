@@ -47,6 +47,13 @@ if _ROOT not in sys.path:
 # set is kept.
 os.environ.setdefault("GOGC", "400")
 
+# lightkube decodes one thing at a time in every test process: the Kueue lanes use it
+# from several threads, and msgspec crashed a worker when two built one class's
+# decoder at once (testkit/lightkube_threads.py).
+from testkit.lightkube_threads import decode_one_at_a_time  # noqa: E402
+
+decode_one_at_a_time()
+
 # fixture name -> marker; ``item.fixturenames`` holds the transitive closure, so a
 # test that asks for ``jobs`` (which asks for ``kube`` ... ``control_plane``) counts.
 MARKER_BY_FIXTURE = {
