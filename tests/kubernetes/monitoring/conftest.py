@@ -34,6 +34,7 @@ from testkit.helpers import container, replica, wait_for
 from testkit.operators import Jobs, Operators
 from testkit.prometheus import Prometheus, Scenario
 from tfjob.api import constants as c
+from tfjob.api.timestamps import parse_rfc3339
 from tfjob.frameworks.jax import JAX
 from tfjob.frameworks.paddle import PADDLE
 from tfjob.frameworks.pytorch import PYTORCH
@@ -141,7 +142,7 @@ def _run(kube: Client, namespace: str) -> dict[str, dict[str, Any]]:
 
 def _stamp(condition: dict[str, Any]) -> datetime:
     """A condition's lastTransitionTime."""
-    return datetime.fromisoformat(condition["lastTransitionTime"].replace("Z", "+00:00"))
+    return parse_rfc3339(condition["lastTransitionTime"])
 
 
 def _queued_long_enough(jobs: Jobs) -> bool:
